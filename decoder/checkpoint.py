@@ -79,5 +79,5 @@ def save_model(model: CausalLM, folder: str | Path, dtype: torch.dtype = torch.f
         state.pop("lm_head.weight", None)
     save_file(state, str(folder / "model.safetensors"), metadata={"format": "pt"})
     cfg = model.config.to_hf_dict()
-    cfg["torch_dtype"] = str(dtype).removeprefix("torch.")
+    cfg["dtype"] = str(dtype).removeprefix("torch.")
     (folder / "config.json").write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")

@@ -51,7 +51,10 @@ def token_and_confidence(logits: Tensor, temperature: float = 0.0, seed: int | N
     """Per row: chosen token id (int64) and its max softmax probability (fp32)."""
     scaled = logits.float()
     if temperature > 0:
-        scaled = scaled / temperature
+        # Multiply by fp32(1 / T) rather than divide: torch's CUDA division by a Python scalar is itself a
+        # reciprocal multiply while the CPU one divides, so dividing gave device-dependent last bits (and
+        # tokens, on near-ties); the Triton kernels multiply the same way.
+        scaled = scaled * (1.0 / temperature)
     confidence = torch.softmax(scaled, dim=-1).amax(dim=-1)
     # A row of all -inf has no probability mass: confidence 0, token 0 (argmax's answer), never committed
     # by threshold alone.
@@ -71,6 +74,9 @@ def denoise_step(
     seed: int | None = None,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """(token ids [N], confidence [N], commit mask [N]) for logits [N, V] and masked rows [N]."""
+    if logits.shape[0] == 0:  # nothing to decide (and block_size would default to 0)
+        return (torch.zeros(0, dtype=torch.int64, device=logits.device),
+                torch.zeros(0, dtype=torch.float32, device=logits.device), masked.clone())
     block_size = block_size or logits.shape[0]
     tokens, confidence = token_and_confidence(logits, temperature, seed)
     fallback = masked if fallback is None else fallback

@@ -63,7 +63,9 @@ def load_model(folder: str | Path, device: str | torch.device = "cpu", dtype: to
         )
     for name, tensor in state.items():
         if tuple(tensor.shape) != tuple(expected[name].shape):
-            raise CheckpointError(f"{name}: shape {tuple(tensor.shape)} in file, {tuple(expected[name].shape)} expected")
+            raise CheckpointError(
+                f"{name}: shape {tuple(tensor.shape)} in file, {tuple(expected[name].shape)} expected"
+            )
     model.load_state_dict({k: v.to(dtype) for k, v in state.items()}, strict=False, assign=True)
     if cfg.tie_word_embeddings:
         model.lm_head.weight = model.model.embed_tokens.weight

@@ -113,7 +113,7 @@ class DecoderLayer(nn.Module):
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.mlp = MLP(cfg)
 
-    def forward(self, x, cos, sin, attn_mask, kv, kv_start):  # noqa: ANN001, ANN201 (hot path, types above)
+    def forward(self, x, cos, sin, attn_mask, kv, kv_start):
         x = x + self.self_attn(self.input_layernorm(x), cos, sin, attn_mask, kv, kv_start)
         return x + self.mlp(self.post_attention_layernorm(x))
 

@@ -103,7 +103,11 @@ class TextTokenizer:
         return self.backend.decode(ids, skip_special_tokens=False)
 
     def special_ids(self) -> set[int]:
-        return {t.content and self.backend.token_to_id(t.content) for t in self.backend.get_added_tokens_decoder().values() if t.special}
+        return {
+            t.content and self.backend.token_to_id(t.content)
+            for t in self.backend.get_added_tokens_decoder().values()
+            if t.special
+        }
 
     @cached_property
     def token_texts(self) -> list[str]:

@@ -1,0 +1,139 @@
+"""Block-diffusion decoding on the shared engine (after BD3-LM, Fast-dLLM, SDAR).
+
+The span is decoded block by block. A block starts all-[MASK]; each step is one forward pass over the
+block, after which every masked position whose confidence reaches the threshold is committed (and at
+least one: the most confident of the leftmost few masked positions). With the token shift of AR models,
+block position 0 is predicted by the last committed token and position j > 0 by block position j - 1.
+A finished block is appended to the KV cache causally in the same pass as the next block's first step.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+import kernels
+from decoder.engine import Engine, Sequence
+from decoder.generation import GenerationControl, GenerationParams, GenerationResult
+
+
+class NoMaskTokenError(ValueError):
+    """The checkpoint has no mask token, so it can only be used for AR decoding."""
+
+
+class _Output:
+    """Final tokens so far, their commit steps, and the stop checks run as they become final."""
+
+    def __init__(self, params: GenerationParams, control: GenerationControl) -> None:
+        self.params, self.control = params, control
+        self.token_ids: list[int] = []
+        self.commit_steps: list[int] = []
+        self.stop_reason: str | None = None
+
+    def extend(self, tokens: list[int], steps: list[int]) -> bool:
+        """Append newly final tokens; True when generation must stop."""
+        for i, token in enumerate(tokens):
+            if token in self.params.stop_token_ids:
+                tokens, steps = tokens[:i], steps[:i]
+                self.stop_reason = "stop_token"
+                break
+        self.token_ids.extend(tokens)
+        self.commit_steps.extend(steps)
+        if tokens and self.control.on_tokens is not None:
+            self.control.on_tokens(list(tokens))
+        if self.control.stop_at is not None and (keep := self.control.stop_at(self.token_ids)) is not None:
+            del self.token_ids[keep:], self.commit_steps[keep:]
+            self.stop_reason = "stop_rule"
+        return self.stop_reason is not None
+
+
+def decode_block(
+    engine: Engine, prompt_ids: list[int], params: GenerationParams, control: GenerationControl | None = None
+) -> GenerationResult:
+    params.validate()
+    control = control or GenerationControl()
+    if engine.mask_token_id is None:
+        raise NoMaskTokenError(
+            "this checkpoint has no mask token (mask_token_id in config.json or a mask token in the tokenizer): "
+            "it can only be used with --mode ar"
+        )
+    started = time.perf_counter()
+    seq = engine.start(prompt_ids, reserve=params.max_new_tokens + params.block_size)
+    out = _Output(params, control)
+    pending: list[int] = []  # the last finished block: committed, not yet in the KV cache
+    steps_per_block: list[int] = []
+    while len(out.token_ids) < params.max_new_tokens and out.stop_reason is None:
+        size = min(params.block_size, params.max_new_tokens - len(out.token_ids))
+        block, steps = _decode_one_block(engine, seq, pending, size, params, control, out)
+        steps_per_block.append(steps)
+        pending = block
+    engine.finish(seq)
+    return GenerationResult(
+        mode="block",
+        token_ids=out.token_ids,
+        text=engine.tokenizer.decode(out.token_ids),
+        commit_steps=out.commit_steps,
+        forward_passes=seq.forward_passes,
+        prompt_tokens=seq.prompt_tokens,
+        cached_prompt_tokens=seq.cached_prompt_tokens,
+        latency_ms=(time.perf_counter() - started) * 1000,
+        stop_reason=out.stop_reason or "length",
+        steps_per_block=steps_per_block,
+    )
+
+
+def _decode_one_block(
+    engine: Engine,
+    seq: Sequence,
+    pending: list[int],
+    size: int,
+    params: GenerationParams,
+    control: GenerationControl,
+    out: _Output,
+) -> tuple[list[int], int]:
+    """Denoise one block of `size` tokens; returns (its tokens, steps taken). Sets out.stop_reason to stop."""
+    assert engine.mask_token_id is not None
+    block = [engine.mask_token_id] * size
+    commit_step = [0] * size
+    masked = torch.ones(size, dtype=torch.bool)
+    first_row = None  # prediction for block position 0: fixed once `pending` is in the cache
+    final = 0  # leading positions already handed to `out`
+    steps = 0
+    heal = control.first_token_allowed if not out.token_ids else None
+    while bool(masked.any()):
+        if reason := control.check():
+            out.stop_reason = reason
+            break
+        needs_block = bool(masked[1:].any())  # position 0 alone is predicted without a pass
+        if pending or needs_block:
+            hidden = engine.step(seq, pending, block if needs_block else [])
+            pending = []
+        if first_row is None:
+            first_row = engine.next_token_logits(seq)[None]
+            if heal is not None:
+                first_row = first_row.masked_fill(~heal.to(first_row.device), float("-inf"))
+        rows = first_row
+        if needs_block:
+            rows = torch.cat((first_row, engine.logits(hidden[: size - 1])), dim=0)
+        else:
+            rows = torch.cat((first_row, first_row.expand(size - 1, -1)), dim=0)  # unused rows: all committed
+        steps += 1
+        on_device = masked.to(rows.device)
+        # Fallback candidates: the leftmost few masked positions, so that a lone fallback commit never
+        # lands on a far token (a closing bracket, a newline) that the stop rules then throw away.
+        fallback = on_device & (on_device.cumsum(0) <= params.fallback_window)
+        seed = None if params.seed is None else params.seed + seq.forward_passes
+        tokens, _, commit = kernels.denoise_step(
+            rows, on_device, params.threshold, size, fallback, params.temperature, seed
+        )
+        for i in commit.nonzero().flatten().tolist():
+            block[i] = int(tokens[i])
+            commit_step[i] = seq.forward_passes
+            masked[i] = False
+        start = final
+        while final < size and not masked[final]:
+            final += 1
+        if final > start and out.extend(block[start:final], commit_step[start:final]):
+            break
+    return block, steps

@@ -1,0 +1,200 @@
+"""The shared engine: one model, one radix prefix cache, and per-request KV buffers.
+
+Both decoders talk to the model only through `Engine.start` (prefill a prompt, reusing the prefix cache)
+and `Engine.step` (one forward pass: commit some tokens causally and/or look at a noisy block).
+Every model call holds `self.lock`, so requests from several threads interleave between forward passes.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+from decoder.checkpoint import load_model
+from decoder.masks import step_mask
+from decoder.model import CausalLM, LayerKV
+from decoder.prefix_cache import RadixPrefixCache
+from decoder.tokenizer import TextTokenizer
+
+
+@dataclass
+class EngineOptions:
+    device: str = "cpu"
+    dtype: torch.dtype | None = None  # None: fp32 on CPU, bf16 on CUDA
+    use_prefix_cache: bool = True
+    cache_bytes: int = 256 << 20
+    page_size: int = 16
+    prefill_chunk: int = 512
+    # CPU threads for torch. Small models are bound by per-op overhead, where extra threads only add
+    # synchronisation (and collapse when another process holds a core); None: 1 below 50M parameters.
+    threads: int | None = None
+
+
+@dataclass
+class Sequence:
+    """One request's state: committed tokens, their KV, and the prediction for the next token."""
+
+    kv: list[LayerKV]
+    capacity: int
+    tokens: list[int] = field(default_factory=list)  # tokens whose keys/values are in `kv`
+    last_hidden: Tensor | None = None  # final hidden state of tokens[-1]: predicts the next token
+    prompt_tokens: int = 0
+    cached_prompt_tokens: int = 0
+    forward_passes: int = 0
+
+    @property
+    def length(self) -> int:
+        return len(self.tokens)
+
+
+class Engine:
+    def __init__(self, model: CausalLM, tokenizer: TextTokenizer, options: EngineOptions | None = None) -> None:
+        self.options = options or EngineOptions()
+        self.model = model
+        self.tokenizer = tokenizer
+        self.device = next(model.parameters()).device
+        self.dtype = next(model.parameters()).dtype
+        self.cache = RadixPrefixCache(page_size=self.options.page_size, byte_budget=self.options.cache_bytes)
+        self.lock = threading.RLock()
+        cfg = model.config
+        self.mask_token_id = cfg.mask_token_id if cfg.mask_token_id is not None else tokenizer.special.mask
+        self.logit_bias = self._never_generated_bias()
+
+    @classmethod
+    def from_folder(cls, folder: str | Path, options: EngineOptions | None = None) -> Engine:
+        options = options or EngineOptions()
+        dtype = options.dtype or (torch.bfloat16 if options.device.startswith("cuda") else torch.float32)
+        model = load_model(folder, device=options.device, dtype=dtype)
+        if options.device == "cpu":
+            torch.set_num_threads(
+                options.threads or (1 if model.num_parameters() < 50_000_000 else os.cpu_count() or 1)
+            )
+        tokenizer = TextTokenizer.from_folder(folder, mask_token_id=model.config.mask_token_id)
+        return cls(model, tokenizer, options)
+
+    # -- requests -------------------------------------------------------------------------------------
+
+    def start(self, prompt_ids: list[int], reserve: int) -> Sequence:
+        """Prefill `prompt_ids` (reusing the longest cached prefix) with room for `reserve` more tokens."""
+        if not prompt_ids:
+            raise ValueError("empty prompt: there is no token to predict from")
+        with self.lock, torch.inference_mode():
+            seq = self._new_sequence(len(prompt_ids) + reserve)
+            reused = self._load_cached_prefix(seq, prompt_ids)
+            seq.prompt_tokens, seq.cached_prompt_tokens = len(prompt_ids), reused
+            rest = prompt_ids[reused:]
+            for start in range(0, len(rest), self.options.prefill_chunk):
+                chunk = rest[start : start + self.options.prefill_chunk]
+                hidden = self._forward(seq, chunk, n_causal=len(chunk))
+                seq.tokens.extend(chunk)
+                seq.last_hidden = hidden[-1]
+            seq.forward_passes = 1  # the prefill counts as one pass however it was chunked
+            if self.options.use_prefix_cache:
+                self._cache_tokens(seq)
+            return seq
+
+    def step(self, seq: Sequence, commit_ids: list[int], block_ids: list[int]) -> Tensor:
+        """One forward pass: append `commit_ids` causally to the sequence and run the noisy `block_ids`
+        (bidirectional within the block, seeing all committed tokens). Returns the block's final hidden
+        states [len(block_ids), hidden]; the output at block position j predicts block position j+1."""
+        if not commit_ids and not block_ids:
+            raise ValueError("a step needs tokens to commit or a block to look at")
+        if seq.length + len(commit_ids) + len(block_ids) > seq.capacity:
+            raise ValueError(f"sequence capacity {seq.capacity} exceeded")
+        with self.lock, torch.inference_mode():
+            hidden = self._forward(seq, commit_ids + block_ids, n_causal=len(commit_ids))
+            if commit_ids:
+                seq.tokens.extend(commit_ids)
+                seq.last_hidden = hidden[len(commit_ids) - 1]
+            seq.forward_passes += 1
+            return hidden[len(commit_ids) :]
+
+    def logits(self, hidden: Tensor) -> Tensor:
+        """fp32 logits for hidden states [..., hidden]; tokens that are never output get -inf."""
+        with torch.inference_mode():
+            logits = self.model.logits(hidden).float()
+            return logits if self.logit_bias is None else logits + self.logit_bias
+
+    def _never_generated_bias(self) -> Tensor | None:
+        """-inf for the mask token and prompt-format tokens: a decoder must never emit them."""
+        special = self.tokenizer.special
+        banned = {
+            self.mask_token_id,
+            special.fim_prefix,
+            special.fim_suffix,
+            special.fim_middle,
+            special.explain_code,
+        } - {None}
+        banned = {t for t in banned if t < self.model.config.vocab_size}
+        if not banned:
+            return None
+        bias = torch.zeros(self.model.config.vocab_size, device=self.device)
+        bias[list(banned)] = float("-inf")
+        return bias
+
+    def next_token_logits(self, seq: Sequence) -> Tensor:
+        assert seq.last_hidden is not None
+        return self.logits(seq.last_hidden)
+
+    def finish(self, seq: Sequence) -> None:
+        """Offer the sequence's committed tokens (prompt and generated) to the prefix cache."""
+        if self.options.use_prefix_cache:
+            with self.lock, torch.inference_mode():
+                self._cache_tokens(seq)
+
+    def kv_bytes_per_token(self) -> int:
+        cfg = self.model.config
+        return 2 * cfg.num_hidden_layers * cfg.num_key_value_heads * cfg.head_dim * self.dtype.itemsize
+
+    # -- internals ------------------------------------------------------------------------------------
+
+    def _new_sequence(self, capacity: int) -> Sequence:
+        cfg = self.model.config
+        shape = (1, cfg.num_key_value_heads, capacity, cfg.head_dim)
+        kv = [
+            LayerKV(
+                torch.empty(shape, dtype=self.dtype, device=self.device),
+                torch.empty(shape, dtype=self.dtype, device=self.device),
+            )
+            for _ in range(cfg.num_hidden_layers)
+        ]
+        return Sequence(kv=kv, capacity=capacity)
+
+    def _forward(self, seq: Sequence, ids: list[int], n_causal: int) -> Tensor:
+        past = seq.length
+        input_ids = torch.tensor([ids], dtype=torch.long, device=self.device)
+        positions = torch.arange(past, past + len(ids), device=self.device)[None]
+        plain_causal = past == 0 and n_causal == len(ids)
+        mask = None if plain_causal else step_mask(past, n_causal, len(ids) - n_causal, self.device)
+        return self.model(input_ids, positions, attn_mask=mask, kv=seq.kv, kv_start=past)[0]
+
+    def _load_cached_prefix(self, seq: Sequence, prompt_ids: list[int]) -> int:
+        """Copy the longest cached prefix into the sequence; keep at least one prompt token to prefill."""
+        if not self.options.use_prefix_cache:
+            return 0
+        match = self.cache.match(prompt_ids)
+        page = self.options.page_size
+        usable_pages = min(len(match.pages), (len(prompt_ids) - 1) // page)
+        if usable_pages == 0:
+            return 0
+        n = usable_pages * page
+        stacked = torch.cat(match.pages[:usable_pages], dim=3)  # [layers, 2, kv_heads, n, head_dim]
+        for layer, kv in enumerate(seq.kv):
+            kv.keys[0, :, :n] = stacked[layer, 0]
+            kv.values[0, :, :n] = stacked[layer, 1]
+        seq.tokens.extend(prompt_ids[:n])
+        return n
+
+    def _cache_tokens(self, seq: Sequence) -> None:
+        page = self.options.page_size
+
+        def make_page(i: int) -> Tensor:
+            s, e = i * page, (i + 1) * page
+            return torch.stack([torch.stack((kv.keys[0, :, s:e], kv.values[0, :, s:e])) for kv in seq.kv])
+
+        self.cache.insert(seq.tokens, make_page)

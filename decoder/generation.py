@@ -1,0 +1,83 @@
+"""What a decoder is asked for (params, control hooks) and what it answers (result with a commit trace)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+import torch
+
+
+@dataclass
+class GenerationParams:
+    max_new_tokens: int = 64
+    # block diffusion
+    block_size: int = 8
+    threshold: float = 0.9
+    fallback_window: int = 2  # when nothing passes the threshold: most confident of the leftmost N masked
+    # sampling (temperature 0 = greedy)
+    temperature: float = 0.0
+    top_p: float = 1.0
+    seed: int | None = None
+    stop_token_ids: frozenset[int] = frozenset()
+
+    def validate(self) -> None:
+        if self.max_new_tokens < 1:
+            raise ValueError("max_new_tokens must be >= 1")
+        if self.block_size < 1:
+            raise ValueError("block_size must be >= 1")
+        if not 0.0 <= self.threshold <= 1.0:
+            raise ValueError("threshold must be in [0, 1]")
+        if self.fallback_window < 1:
+            raise ValueError("fallback_window must be >= 1")
+        if self.temperature < 0 or not 0.0 < self.top_p <= 1.0:
+            raise ValueError("temperature must be >= 0 and top_p in (0, 1]")
+
+
+@dataclass
+class GenerationControl:
+    """Hooks the caller passes in; all optional. Checked between forward passes."""
+
+    # Returns a reason ("cancelled", "time_budget") to stop now, or None to go on.
+    interrupt: Callable[[], str | None] | None = None
+    # Streaming: called with the newly final tokens (a contiguous extension of the output).
+    on_tokens: Callable[[list[int]], None] | None = None
+    # Inline rules: given the final tokens so far, return how many to keep if generation should stop here.
+    stop_at: Callable[[list[int]], int | None] | None = None
+    # Token healing: ids allowed as the first generated token (None: any).
+    first_token_allowed: torch.Tensor | None = None
+    deadline: float | None = None  # time.monotonic() value after which we stop with what is committed
+
+    def check(self) -> str | None:
+        if self.interrupt is not None:
+            reason = self.interrupt()
+            if reason:
+                return reason
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            return "time_budget"
+        return None
+
+
+@dataclass
+class GenerationResult:
+    mode: str  # "block" or "ar"
+    token_ids: list[int]
+    text: str
+    commit_steps: list[int]  # per generated token: the 1-based forward pass whose output committed it
+    forward_passes: int  # including the prefill pass
+    prompt_tokens: int
+    cached_prompt_tokens: int
+    latency_ms: float
+    stop_reason: str  # "stop_token", "stop_rule", "length", "cancelled", "time_budget"
+    steps_per_block: list[int] = field(default_factory=list)
+
+    @property
+    def tokens_per_forward(self) -> float:
+        return len(self.token_ids) / self.forward_passes if self.forward_passes else 0.0
+
+    def to_json(self) -> dict:
+        out = asdict(self)
+        out["tokens_per_forward"] = round(self.tokens_per_forward, 4)
+        out["latency_ms"] = round(self.latency_ms, 3)
+        return out

@@ -1,0 +1,45 @@
+"""`parafill` command line: one subcommand per job, each a thin layer over the library."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+
+from lsp_server import cmd_generate
+from lsp_server.errors import UserError
+
+# name -> (help, add_arguments, run). Later subcommands register here.
+SUBCOMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]] = {
+    "generate": ("generate text from a prompt (block diffusion or AR)", cmd_generate.add_arguments, cmd_generate.run),
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one clear line, exit 2 (argparse prints usage too)
+        print(f"parafill: error: {message}", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="parafill", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    for name, (help_text, add_arguments, _) in SUBCOMMANDS.items():
+        add_arguments(sub.add_parser(name, help=help_text, description=help_text))
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    _, _, run = SUBCOMMANDS[args.command]
+    try:
+        return run(args)
+    except UserError as exc:
+        print(f"parafill: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

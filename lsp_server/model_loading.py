@@ -1,0 +1,43 @@
+"""Open an engine for a model folder, turning every loading failure into one clear UserError."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from decoder.checkpoint import CheckpointError
+from decoder.defaults import default_model_dir
+from decoder.engine import Engine, EngineOptions
+from decoder.tokenizer import TokenizerError
+from lsp_server.errors import UserError
+
+DTYPES = {
+    "fp32": torch.float32,
+    "float32": torch.float32,
+    "bf16": torch.bfloat16,
+    "bfloat16": torch.bfloat16,
+    "fp16": torch.float16,
+    "float16": torch.float16,
+}
+
+
+def open_engine(
+    model: str | Path | None,
+    device: str = "cpu",
+    dtype: str | None = None,
+    use_cache: bool = True,
+    cache_bytes: int = 256 << 20,
+) -> Engine:
+    folder = Path(model) if model else default_model_dir()
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise UserError(f"device {device!r} requested but CUDA is not available")
+    if dtype is not None and dtype not in DTYPES:
+        raise UserError(f"unknown dtype {dtype!r}: expected one of {sorted(DTYPES)}")
+    options = EngineOptions(
+        device=device, dtype=DTYPES.get(dtype or ""), use_prefix_cache=use_cache, cache_bytes=cache_bytes
+    )
+    try:
+        return Engine.from_folder(folder, options)
+    except (CheckpointError, TokenizerError) as exc:
+        raise UserError(f"cannot load model from {folder}: {exc}") from exc

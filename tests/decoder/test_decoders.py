@@ -1,0 +1,163 @@
+"""AR and block-diffusion decoders on a tiny random checkpoint."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+from transformers import Qwen2ForCausalLM
+
+from decoder.block_decoder import NoMaskTokenError
+from decoder.engine import Engine, EngineOptions
+from decoder.generation import GenerationControl, GenerationParams
+from decoder.router import RoutingRules, generate
+from tests.tiny_models import write_tiny_qwen2
+
+PROMPT = "class Stack:\n    def push(self, item):\n        self."
+
+
+@pytest.fixture(scope="module")
+def engine(tiny_model_dir) -> Engine:
+    return Engine.from_folder(tiny_model_dir, EngineOptions(use_prefix_cache=False))
+
+
+def test_ar_greedy_equals_transformers_generate(engine, tiny_model_dir):
+    ids = engine.tokenizer.encode(PROMPT)
+    ours = generate(engine, ids, "ar", GenerationParams(max_new_tokens=24))
+    ref = Qwen2ForCausalLM.from_pretrained(str(tiny_model_dir)).eval()
+    banned = torch.isinf(engine.logit_bias).nonzero().flatten().tolist()
+    with torch.no_grad():
+        out = ref.generate(
+            torch.tensor([ids]),
+            max_new_tokens=24,
+            do_sample=False,
+            suppress_tokens=banned,
+            eos_token_id=None,
+            pad_token_id=0,
+        )
+    assert ours.token_ids == out[0, len(ids) :].tolist()
+    assert ours.commit_steps == list(range(1, 25))
+    assert ours.forward_passes == 24
+
+
+def test_block_of_one_at_threshold_one_is_exactly_ar(engine):
+    ids = engine.tokenizer.encode(PROMPT)
+    ar = generate(engine, ids, "ar", GenerationParams(max_new_tokens=20))
+    block = generate(engine, ids, "block", GenerationParams(max_new_tokens=20, block_size=1, threshold=1.0))
+    assert block.token_ids == ar.token_ids
+    assert block.forward_passes == ar.forward_passes
+    assert block.commit_steps == ar.commit_steps
+
+
+@pytest.mark.parametrize("block_size", [2, 4, 8, 16])
+@pytest.mark.parametrize("threshold", [0.0, 0.5, 1.0])
+def test_block_never_needs_more_than_block_size_passes_per_block(engine, block_size, threshold):
+    ids = engine.tokenizer.encode(PROMPT)
+    res = generate(
+        engine, ids, "block", GenerationParams(max_new_tokens=32, block_size=block_size, threshold=threshold)
+    )
+    assert len(res.token_ids) == 32
+    assert all(1 <= s <= block_size for s in res.steps_per_block)
+    assert res.forward_passes <= 1 + sum(res.steps_per_block)
+    # Every token was committed by a pass that happened, and no pass commits into an earlier block.
+    assert all(1 <= s <= res.forward_passes for s in res.commit_steps)
+    per_block = [res.commit_steps[i : i + block_size] for i in range(0, 32, block_size)]
+    assert all(max(a) <= min(b) for a, b in itertools.pairwise(per_block))
+    if threshold == 0.0:  # everything passes: one pass per block
+        assert res.steps_per_block == [1] * (32 // block_size)
+
+
+def test_threshold_one_with_leftmost_fallback_commits_left_to_right(engine):
+    ids = engine.tokenizer.encode(PROMPT)
+    res = generate(
+        engine, ids, "block", GenerationParams(max_new_tokens=16, block_size=8, threshold=1.0, fallback_window=1)
+    )
+    assert res.commit_steps == sorted(res.commit_steps)
+    assert len(set(res.commit_steps)) == 16
+
+
+def test_stop_token_and_stop_rule_end_generation_early(engine):
+    ids = engine.tokenizer.encode(PROMPT)
+    free = generate(engine, ids, "block", GenerationParams(max_new_tokens=16, block_size=4))
+    stop = free.token_ids[5]
+    first = free.token_ids.index(stop)
+    res = generate(
+        engine, ids, "block", GenerationParams(max_new_tokens=16, block_size=4, stop_token_ids=frozenset({stop}))
+    )
+    assert res.stop_reason == "stop_token" and res.token_ids == free.token_ids[:first]
+    free_ar = generate(engine, ids, "ar", GenerationParams(max_new_tokens=16))
+    ruled = generate(
+        engine,
+        ids,
+        "ar",
+        GenerationParams(max_new_tokens=16),
+        GenerationControl(stop_at=lambda t: 3 if len(t) >= 5 else None),
+    )
+    assert ruled.stop_reason == "stop_rule"
+    assert ruled.token_ids == free_ar.token_ids[:3]
+    assert ruled.forward_passes == 5  # stopped as soon as the rule fired, not at the span limit
+
+
+def test_streaming_callback_sees_every_final_token_in_order(engine):
+    ids = engine.tokenizer.encode(PROMPT)
+    for mode in ("ar", "block"):
+        seen: list[int] = []
+        res = generate(
+            engine,
+            ids,
+            mode,
+            GenerationParams(max_new_tokens=12, block_size=4),
+            GenerationControl(on_tokens=seen.extend),
+        )
+        assert seen == res.token_ids
+
+
+def test_interrupt_stops_between_passes(engine):
+    ids = engine.tokenizer.encode(PROMPT)
+    calls = {"n": 0}
+
+    def interrupt():
+        calls["n"] += 1
+        return "cancelled" if calls["n"] > 3 else None
+
+    res = generate(
+        engine,
+        ids,
+        "block",
+        GenerationParams(max_new_tokens=64, block_size=8, threshold=1.0),
+        GenerationControl(interrupt=interrupt),
+    )
+    assert res.stop_reason == "cancelled"
+    assert res.forward_passes <= 4
+
+
+def test_sampling_is_reproducible_with_a_seed(engine):
+    ids = engine.tokenizer.encode(PROMPT)
+    for mode in ("ar", "block"):
+        p = GenerationParams(max_new_tokens=16, block_size=4, temperature=1.0, top_p=0.9, seed=7)
+        a, b = generate(engine, ids, mode, p), generate(engine, ids, mode, p)
+        assert a.token_ids == b.token_ids
+        c = generate(engine, ids, mode, GenerationParams(max_new_tokens=16, block_size=4, temperature=1.0, seed=8))
+        assert c.token_ids != a.token_ids
+
+
+def test_checkpoint_without_mask_token_is_ar_only(tmp_path):
+    folder = write_tiny_qwen2(tmp_path / "nomask", with_mask=False)
+    tok = folder / "tokenizer.json"
+    tok.write_text(tok.read_text().replace("<|mask|>", "<|unused|>"))
+    eng = Engine.from_folder(folder)
+    ids = eng.tokenizer.encode("def f():")
+    assert generate(eng, ids, "ar", GenerationParams(max_new_tokens=4)).token_ids
+    with pytest.raises(NoMaskTokenError, match="only be used with --mode ar"):
+        generate(eng, ids, "block", GenerationParams(max_new_tokens=4))
+
+
+def test_router_sends_inline_to_block_and_explain_and_long_outputs_to_ar():
+    rules = RoutingRules()
+    assert rules.choose("inline", GenerationParams(max_new_tokens=32, block_size=8)) == "block"
+    assert rules.choose("explain", GenerationParams(max_new_tokens=32)) == "ar"
+    assert rules.choose("inline", GenerationParams(max_new_tokens=512, block_size=8)) == "ar"
+    assert RoutingRules(explain="block").choose("explain", GenerationParams(max_new_tokens=16)) == "block"
+    with pytest.raises(ValueError):
+        rules.choose("chat", GenerationParams())

@@ -1,0 +1,84 @@
+"""Fill in the middle between a prefix and a suffix: FIM prompt, token healing, decoding, text stop rules.
+
+This is the model-level operation behind an inline completion and behind `parafill eval`. Editor rules
+that only trim the answer (suffix overlap, brackets) live in the LSP layer; rules that end generation
+early (end of line, end of the indented block) live here, so no forward pass is spent past them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from decoder.engine import Engine
+from decoder.generation import GenerationControl, GenerationParams, GenerationResult
+from decoder.prompts import fim_prompt
+from decoder.router import generate
+
+# A text stop rule: given the completion text so far, the length to keep if generation should stop.
+TextStopRule = Callable[[str], int | None]
+
+
+def stop_at_line_end(text: str) -> int | None:
+    cut = text.find("\n")
+    return None if cut < 0 else cut
+
+
+def stop_at_block_end(indent: int, max_lines: int = 16) -> TextStopRule:
+    """Stop before the first complete line (after the first line) indented less than `indent`, or after
+    `max_lines` lines."""
+
+    def rule(text: str) -> int | None:
+        lines = text.split("\n")
+        offset = len(lines[0]) + 1
+        for count, line in enumerate(lines[1:-1], start=2):  # the last piece may still be growing
+            stripped = line.lstrip(" \t")
+            if stripped and len(line) - len(stripped) < indent:
+                return offset - 1
+            if count >= max_lines:
+                return offset + len(line)
+            offset += len(line) + 1
+        return None
+
+    return rule
+
+
+@dataclass
+class InfillResult:
+    text: str  # what goes at the cursor (healed text removed, cut by the stop rule)
+    generation: GenerationResult
+    healed_text: str
+
+
+def infill(
+    engine: Engine,
+    prefix: str,
+    suffix: str,
+    mode: str,
+    params: GenerationParams,
+    stop_rule: TextStopRule | None = None,
+    control: GenerationControl | None = None,
+    order: str = "spm",
+    token_healing: bool = True,
+) -> InfillResult:
+    tok = engine.tokenizer
+    prompt = fim_prompt(tok, prefix, suffix, order=order, token_healing=token_healing)
+    stops = set(params.stop_token_ids) | {t for t in (tok.special.end_of_text, tok.special.fim_pad) if t is not None}
+    params = replace(params, stop_token_ids=frozenset(stops))
+    healed = prompt.healed_text
+
+    def completion_text(ids: list[int]) -> str:
+        text = tok.decode(ids)
+        return text[len(healed) :] if text.startswith(healed) else text
+
+    def stop_at(ids: list[int]) -> int | None:
+        if stop_rule is None or stop_rule(completion_text(ids)) is None:
+            return None
+        return len(ids)  # keep the tokens; the text is cut below
+
+    control = replace(control or GenerationControl(), first_token_allowed=prompt.first_token_allowed, stop_at=stop_at)
+    result = generate(engine, prompt.ids, mode, params, control)
+    text = completion_text(result.token_ids)
+    if stop_rule is not None and (cut := stop_rule(text + "\n")) is not None:
+        text = text[:cut]
+    return InfillResult(text=text, generation=result, healed_text=healed)

@@ -1,0 +1,82 @@
+"""FIM prompts, token healing and text stop rules."""
+
+from __future__ import annotations
+
+import pytest
+
+from decoder.engine import Engine
+from decoder.generation import GenerationParams
+from decoder.infill import infill, stop_at_block_end, stop_at_line_end
+from decoder.prompts import PromptFormatError, explain_prompt, fim_prompt, heal
+
+
+@pytest.fixture(scope="module")
+def engine(tiny_model_dir) -> Engine:
+    return Engine.from_folder(tiny_model_dir)
+
+
+def test_spm_and_psm_layouts(engine):
+    tok, sp = engine.tokenizer, engine.tokenizer.special
+    p = fim_prompt(tok, "def f(x):\n    return x", "\n\nprint(f(1))\n", order="spm", token_healing=False)
+    assert p.ids[0] == sp.fim_suffix and p.ids[-1] == sp.fim_middle
+    assert p.ids.index(sp.fim_prefix) == 1 + len(tok.encode("\n\nprint(f(1))\n"))
+    q = fim_prompt(tok, "a = ", "", order="psm", token_healing=False)
+    assert q.ids[0] == sp.fim_prefix and q.ids[-2:] == [sp.fim_suffix, sp.fim_middle]
+    e = explain_prompt(tok, "x = 1")
+    assert e.ids[0] == sp.explain_code and e.ids[-1] == sp.explain_text
+
+
+def test_healing_backs_off_the_last_token_and_allows_only_extensions(engine):
+    tok = engine.tokenizer
+    ids = tok.encode("self.ite")
+    kept, text, allowed = heal(tok, ids)
+    assert kept == ids[:-1] and tok.decode(ids[-1:]) == text
+    chosen = allowed.nonzero().flatten().tolist()
+    assert ids[-1] in chosen
+    assert all(tok.token_texts[i].startswith(text) for i in chosen)
+    assert not allowed[tok.special.end_of_text]
+
+
+def test_infill_output_starts_after_the_healed_text(engine):
+    res = infill(
+        engine,
+        "class Stack:\n    def push(self, item):\n        self.ite",
+        "\n",
+        "block",
+        GenerationParams(max_new_tokens=8, block_size=4, threshold=0.5),
+    )
+    first = engine.tokenizer.token_texts[res.generation.token_ids[0]]
+    assert first.startswith(res.healed_text)
+    assert engine.tokenizer.decode(res.generation.token_ids).startswith(res.healed_text + res.text)
+
+
+def test_text_stop_rules():
+    assert stop_at_line_end("abc") is None and stop_at_line_end("ab\ncd") == 2
+    rule = stop_at_block_end(indent=4)
+    assert rule("x = 1\n    y = 2\n") is None
+    assert rule("x = 1\n    y = 2\nz = 3\n") == len("x = 1\n    y = 2")
+    assert rule("x = 1\n\n    y\n") is None  # blank lines do not end a block
+    assert stop_at_block_end(indent=0, max_lines=2)("a\nb\nc\nd\n") == len("a\nb")
+
+
+def test_single_line_infill_stops_generation_at_the_newline(engine):
+    res = infill(
+        engine,
+        "for i in range(10):\n    print(",
+        "\n",
+        "ar",
+        GenerationParams(max_new_tokens=48),
+        stop_rule=stop_at_line_end,
+        token_healing=False,
+    )
+    assert "\n" not in res.text
+    if res.generation.stop_reason == "stop_rule":
+        assert len(res.generation.token_ids) < 48
+
+
+def test_fim_needs_fim_tokens(engine, monkeypatch):
+    from dataclasses import replace
+
+    monkeypatch.setattr(engine.tokenizer, "special", replace(engine.tokenizer.special, fim_middle=None))
+    with pytest.raises(PromptFormatError):
+        fim_prompt(engine.tokenizer, "a", "b")

@@ -64,9 +64,15 @@ def _triton_module(device_type: str) -> ModuleType:
     return module
 
 
-def denoise_step(logits: Tensor, masked: Tensor, threshold: float, block_size: int | None = None,
-                 fallback: Tensor | None = None, temperature: float = 0.0,
-                 seed: int | None = None) -> tuple[Tensor, Tensor, Tensor]:
+def denoise_step(
+    logits: Tensor,
+    masked: Tensor,
+    threshold: float,
+    block_size: int | None = None,
+    fallback: Tensor | None = None,
+    temperature: float = 0.0,
+    seed: int | None = None,
+) -> tuple[Tensor, Tensor, Tensor]:
     """(token ids [N], confidence [N], commit mask [N]); see kernels/reference.py for the semantics."""
     device_type = logits.device.type
     if denoise_backend_name(device_type) == "triton":
@@ -76,9 +82,16 @@ def denoise_step(logits: Tensor, masked: Tensor, threshold: float, block_size: i
     return reference.denoise_step(logits, masked, threshold, block_size, fallback, temperature, seed)
 
 
-def lm_head_denoise_step(hidden: Tensor, weight: Tensor, masked: Tensor, threshold: float,
-                         block_size: int | None = None, fallback: Tensor | None = None,
-                         temperature: float = 0.0, seed: int | None = None) -> tuple[Tensor, Tensor, Tensor]:
+def lm_head_denoise_step(
+    hidden: Tensor,
+    weight: Tensor,
+    masked: Tensor,
+    threshold: float,
+    block_size: int | None = None,
+    fallback: Tensor | None = None,
+    temperature: float = 0.0,
+    seed: int | None = None,
+) -> tuple[Tensor, Tensor, Tensor]:
     """The same step from hidden states [N, D] and the LM-head weight [V, D], without the [N, V] logits
     in memory on the Triton path."""
     device_type = hidden.device.type

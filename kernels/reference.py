@@ -39,7 +39,8 @@ def select_commits(confidence: Tensor, masked: Tensor, fallback: Tensor, thresho
     commit = masked & (confidence >= threshold)
     blocks = n // block_size
     candidates = (fallback & masked).view(blocks, block_size)
-    scored = torch.where(candidates, confidence.view(blocks, block_size).float(), torch.full_like(confidence.view(blocks, block_size).float(), -1.0))
+    by_block = confidence.view(blocks, block_size).float()
+    scored = torch.where(candidates, by_block, torch.full_like(by_block, -1.0))
     best = scored.argmax(dim=1)  # lowest row on ties
     need = ~commit.view(blocks, block_size).any(dim=1) & candidates.any(dim=1)
     extra = torch.zeros(blocks, block_size, dtype=torch.bool, device=confidence.device)
@@ -75,8 +76,11 @@ def denoise_step(
 ) -> tuple[Tensor, Tensor, Tensor]:
     """(token ids [N], confidence [N], commit mask [N]) for logits [N, V] and masked rows [N]."""
     if logits.shape[0] == 0:  # nothing to decide (and block_size would default to 0)
-        return (torch.zeros(0, dtype=torch.int64, device=logits.device),
-                torch.zeros(0, dtype=torch.float32, device=logits.device), masked.clone())
+        return (
+            torch.zeros(0, dtype=torch.int64, device=logits.device),
+            torch.zeros(0, dtype=torch.float32, device=logits.device),
+            masked.clone(),
+        )
     block_size = block_size or logits.shape[0]
     tokens, confidence = token_and_confidence(logits, temperature, seed)
     fallback = masked if fallback is None else fallback

@@ -262,7 +262,7 @@ def _check_rows(n: int, masked: Tensor, fallback: Tensor | None, block_size: int
     if fallback is not None and (fallback.shape != (n,) or fallback.dtype != torch.bool):
         raise ValueError(f"fallback must be a bool tensor of shape ({n},)")
     block_size = block_size or n
-    if n % block_size:
+    if n and n % block_size:
         raise ValueError(f"{n} rows do not split into blocks of {block_size}")
     return block_size
 

@@ -1,0 +1,74 @@
+"""Fused LM-head + denoise step (hidden [N, D] x weight [V, D], no [N, V] logits in memory), in Triton's
+CPU interpreter, against float64 logits."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from kernels import reference
+from tests.kernels.conftest import Interpreted
+from tests.kernels.oracle import confidence64
+
+
+def inputs(n: int, v: int, d: int, dtype: torch.dtype, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(seed)
+    hidden = torch.randn(n, d, generator=gen).to(dtype)
+    weight = (torch.randn(v, d, generator=gen) * 0.4).to(dtype)
+    return hidden, weight
+
+
+def check(out: tuple[torch.Tensor, torch.Tensor, torch.Tensor], hidden: torch.Tensor, weight: torch.Tensor,
+          masked: torch.Tensor, threshold: float, block_size: int | None, fallback: torch.Tensor | None,
+          temperature: float = 0.0, seed: int | None = None) -> None:
+    tokens, conf, commit = out
+    n = hidden.shape[0]
+    assert tokens.shape == conf.shape == commit.shape == (n,)
+    assert tokens.dtype == torch.int64 and conf.dtype == torch.float32 and commit.dtype == torch.bool
+    logits64 = hidden.double() @ weight.double().t()
+    scaled64 = logits64 * float(torch.tensor(1.0 / temperature)) if temperature > 0 else logits64
+    # fp32 accumulation over D against float64: a few ulps of the logits
+    torch.testing.assert_close(conf.double(), confidence64(scaled64), rtol=1e-5, atol=1e-6)
+    values = scaled64
+    if temperature > 0 and seed is not None:
+        values = scaled64 + reference.gumbel_noise(tuple(scaled64.shape), seed, scaled64.device).double()
+    picked = values.gather(1, tokens[:, None]).squeeze(1)
+    assert torch.all(picked >= values.amax(dim=1) - 1e-4), "token is not (within rounding) the argmax"
+    fb = masked if fallback is None else fallback
+    assert torch.equal(commit, reference.select_commits(conf, masked, fb, threshold, block_size or n))
+    ref_tokens, _, _ = reference.lm_head_denoise_step(hidden, weight, masked, threshold, block_size, fallback,
+                                                      temperature, seed)
+    assert torch.equal(tokens, ref_tokens)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize(("temperature", "seed"), [(0.0, None), (0.8, 99)])
+def test_lm_head_matches_float64(tdn: Interpreted, dtype: torch.dtype, temperature: float, seed: int | None) -> None:
+    n, v, d = 8, 200, 80  # V and D not multiples of the 32-wide tiles; 8 rows padded to a 16-row MMA tile
+    hidden, weight = inputs(n, v, d, dtype, seed=1)
+    masked = torch.tensor([1, 0, 1, 1, 1, 1, 0, 1], dtype=torch.bool)
+    fallback = masked & (torch.arange(n) % 4 == 0)
+    out = tdn.lm_head_denoise_step(hidden, weight, masked, 0.3, 4, fallback, temperature, seed,
+                                   block_v=32, block_d=32, tiles_per_split=2)
+    check(out, hidden, weight, masked, 0.3, 4, fallback, temperature, seed)
+
+
+def test_lm_head_row_tiles_and_strides(tdn: Interpreted) -> None:
+    # 20 rows: two 16-row tiles, the second mostly padding; transposed weight view (stride(1) != 1).
+    n, v, d = 20, 96, 40
+    hidden, weight_t = inputs(n, d, v, torch.float32, seed=2)
+    weight = weight_t.t()  # [V, D] with strides (1, V)
+    hidden = hidden[:, :d]
+    masked = torch.ones(n, dtype=torch.bool)
+    out = tdn.lm_head_denoise_step(hidden, weight, masked, 0.5, 5, None, 0.0, None,
+                                   block_v=32, block_d=16, tiles_per_split=1)
+    check(out, hidden, weight, masked, 0.5, 5, None)
+
+
+def test_lm_head_mixed_dtypes_and_host_defaults(tdn: Interpreted) -> None:
+    n, v, d = 4, 130, 64
+    hidden, weight = inputs(n, v, d, torch.float32, seed=3)
+    weight = weight.to(torch.bfloat16)  # fp32 hidden x bf16 weight: fp32 path
+    masked = torch.tensor([1, 1, 0, 1], dtype=torch.bool)
+    out = tdn.lm_head_denoise_step(hidden, weight, masked, 0.2, 2)
+    check(out, hidden, weight, masked, 0.2, 2, None)

@@ -6,12 +6,17 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from lsp_server import cmd_generate
+from lsp_server import cmd_eval, cmd_generate
 from lsp_server.errors import UserError
 
 # name -> (help, add_arguments, run). Later subcommands register here.
 SUBCOMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]] = {
     "generate": ("generate text from a prompt (block diffusion or AR)", cmd_generate.add_arguments, cmd_generate.run),
+    "eval": (
+        "completion quality on held-out Python files, AR vs block diffusion",
+        cmd_eval.add_arguments,
+        cmd_eval.run,
+    ),
 }
 
 

@@ -1,0 +1,1 @@
+"""`parafill eval`: completion quality and decoding parallelism on held-out Python files."""

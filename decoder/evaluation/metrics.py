@@ -1,0 +1,64 @@
+"""Completion quality and decoding-order metrics."""
+
+from __future__ import annotations
+
+import math
+
+from rapidfuzz.distance import Levenshtein
+
+
+def exact_match(prediction: str, target: str) -> bool:
+    """Equal after whitespace normalisation (stripped, split on whitespace)."""
+    return prediction.split() == target.split()
+
+
+def edit_similarity(prediction: str, target: str) -> float:
+    """1 - Levenshtein(prediction, target) / max(len): 1.0 is identical, 0.0 shares nothing."""
+    return Levenshtein.normalized_similarity(prediction.strip(), target.strip())
+
+
+def block_traces(commit_steps: list[int], block_size: int) -> list[list[int]]:
+    return [commit_steps[i : i + block_size] for i in range(0, len(commit_steps), block_size)]
+
+
+def leftmost_commit_fraction(commit_steps: list[int], block_size: int) -> float:
+    """AR-ness: of all steps that committed tokens, the fraction that committed exactly one token, the
+    leftmost one still masked. 1.0 = the 'parallel' decoder is left-to-right AR in disguise."""
+    ar_like = total = 0
+    for block in block_traces(commit_steps, block_size):
+        done: set[int] = set()
+        for step in sorted(set(block)):
+            committed = [i for i, s in enumerate(block) if s == step]
+            leftmost = min(i for i in range(len(block)) if i not in done)
+            total += 1
+            ar_like += committed == [leftmost]
+            done.update(committed)
+    return ar_like / total if total else float("nan")
+
+
+def kendall_tau(xs: list[float], ys: list[float]) -> float:
+    """Kendall tau-b between two sequences (ties allowed); nan when either is constant."""
+    concordant = discordant = ties_x = ties_y = 0
+    n = len(xs)
+    for i in range(n):
+        for j in range(i + 1, n):
+            dx, dy = xs[i] - xs[j], ys[i] - ys[j]
+            if dx == 0 and dy == 0:
+                continue
+            if dx == 0:
+                ties_x += 1
+            elif dy == 0:
+                ties_y += 1
+            elif dx * dy > 0:
+                concordant += 1
+            else:
+                discordant += 1
+    denom = math.sqrt((concordant + discordant + ties_x) * (concordant + discordant + ties_y))
+    return (concordant - discordant) / denom if denom else float("nan")
+
+
+def position_order_tau(commit_steps: list[int], block_size: int) -> float:
+    """Mean over blocks of Kendall tau between position and commit step (1.0 = strictly left to right)."""
+    taus = [kendall_tau(list(range(len(b))), b) for b in block_traces(commit_steps, block_size) if len(b) > 1]
+    taus = [t for t in taus if not math.isnan(t)]
+    return sum(taus) / len(taus) if taus else float("nan")

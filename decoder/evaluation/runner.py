@@ -1,0 +1,110 @@
+"""Run infill tasks through the decoders and aggregate quality, parallelism and latency."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from tqdm import tqdm
+
+from decoder.engine import Engine
+from decoder.evaluation.metrics import edit_similarity, exact_match, leftmost_commit_fraction, position_order_tau
+from decoder.evaluation.tasks import InfillTask
+from decoder.generation import GenerationParams
+from decoder.infill import infill, stop_at_block_end, stop_at_line_end
+
+
+@dataclass(frozen=True)
+class DecodeConfig:
+    mode: str  # "ar" or "block"
+    threshold: float = 0.9
+    block_size: int = 8
+
+    @property
+    def label(self) -> str:
+        return "ar" if self.mode == "ar" else f"block B={self.block_size} t={self.threshold:g}"
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, math.ceil(q * len(ordered)) - 1)] if ordered else float("nan")
+
+
+def run_config(
+    engine: Engine,
+    tasks: list[InfillTask],
+    config: DecodeConfig,
+    max_new_tokens: dict[str, int],
+    token_healing: bool = True,
+    fallback_window: int = 2,
+    progress: bool = True,
+) -> dict:
+    em, es, latency, tokens, passes, arness, taus, samples = [], [], [], 0, 0, [], [], []
+    for task in tqdm(tasks, desc=config.label, disable=not progress, leave=False):
+        rule: Callable[[str], int | None] = (
+            stop_at_line_end if task.kind == "line" else stop_at_block_end(task.indent, max_lines=16)
+        )
+        params = GenerationParams(
+            max_new_tokens=max_new_tokens[task.kind],
+            block_size=config.block_size,
+            threshold=config.threshold,
+            fallback_window=fallback_window,
+        )
+        res = infill(engine, task.prefix, task.suffix, config.mode, params, stop_rule=rule, token_healing=token_healing)
+        gen = res.generation
+        em.append(exact_match(res.text, task.target))
+        es.append(edit_similarity(res.text, task.target))
+        latency.append(gen.latency_ms)
+        tokens += len(gen.token_ids)
+        passes += gen.forward_passes - 1  # decoding passes; the prefill is the same for every decoder
+        if config.mode == "block" and gen.commit_steps:
+            arness.append(leftmost_commit_fraction(gen.commit_steps, config.block_size))
+            tau = position_order_tau(gen.commit_steps, config.block_size)
+            if not math.isnan(tau):
+                taus.append(tau)
+        if len(samples) < 5:
+            samples.append({"task": task.name, "target": task.target, "prediction": res.text})
+    mean = statistics.fmean
+    return {
+        "config": config.label,
+        "mode": config.mode,
+        "threshold": config.threshold,
+        "block_size": config.block_size,
+        "tasks": len(tasks),
+        "exact_match": round(mean(em), 4) if em else None,
+        "edit_similarity": round(mean(es), 4) if es else None,
+        # Generated tokens per decoding pass (prefill excluded; the first token comes from the prefill).
+        "tokens_per_forward": round(tokens / max(1, passes + len(tasks)), 4),
+        "ar_ness_leftmost_fraction": round(mean(arness), 4) if arness else None,
+        "ar_ness_kendall_tau": round(mean(taus), 4) if taus else None,
+        "latency_ms_p50": round(statistics.median(latency), 2) if latency else None,
+        "latency_ms_p90": round(_percentile(latency, 0.9), 2) if latency else None,
+        "samples": samples,
+    }
+
+
+def bits_per_byte(engine: Engine, texts: list[str], max_tokens: int = 40_000, window: int = 512) -> float:
+    """Causal next-token cross-entropy in bits per UTF-8 byte over `texts` (up to `max_tokens`)."""
+    model, tok = engine.model, engine.tokenizer
+    eot = tok.special.end_of_text
+    nll_bits, n_bytes, n_tokens = 0.0, 0, 0
+    with torch.inference_mode():
+        for text in texts:
+            ids = tok.encode(text)[: max(0, max_tokens - n_tokens)]
+            if len(ids) < 2:
+                continue
+            ids = [eot, *ids] if eot is not None else ids
+            for start in range(0, len(ids) - 1, window):
+                chunk = torch.tensor([ids[start : start + window + 1]], device=engine.device)
+                positions = torch.arange(chunk.shape[1] - 1, device=engine.device)[None]
+                logits = model.logits(model(chunk[:, :-1], positions)).float()
+                nll = torch.nn.functional.cross_entropy(logits[0], chunk[0, 1:], reduction="sum")
+                nll_bits += float(nll) / math.log(2)
+            n_bytes += len(tok.decode(ids[1:] if eot is not None else ids).encode("utf-8"))
+            n_tokens += len(ids)
+            if n_tokens >= max_tokens:
+                break
+    return nll_bits / n_bytes if n_bytes else float("nan")

@@ -1,0 +1,138 @@
+"""Evaluation tasks cut from held-out Python files at deterministic positions.
+
+- line: the cursor sits inside a line (after its indentation); the target is the rest of that line.
+- block: the cursor sits at the start of a line inside an indented block, after its indentation; the
+  target is that line and the following ones up to the end of the block (at most `max_lines`).
+The suffix given to the model is the text after the target, as in an editor.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import sysconfig
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from decoder.training.corpus import module_of, split_of
+
+PREFIX_CHARS = 2400
+SUFFIX_CHARS = 800
+
+
+@dataclass
+class InfillTask:
+    name: str  # file:line:col (1-based)
+    kind: str  # "line" or "block"
+    prefix: str
+    suffix: str
+    target: str
+    indent: int
+
+
+@dataclass
+class HeldoutFile:
+    name: str
+    text: str
+
+
+def stdlib_heldout_files(limit_bytes: int = 400_000) -> list[HeldoutFile]:
+    """Standard-library files whose module falls in the corpus' validation split (never trained on)."""
+    root = Path(sysconfig.get_paths()["stdlib"])
+    out = []
+    for path in sorted(root.rglob("*.py")):
+        rel = str(path.relative_to(root))
+        if "site-packages" in rel or rel.startswith(("test/", "idlelib/", "turtledemo/", "lib2to3/")):
+            continue
+        if split_of(module_of(rel)) != "val" or path.stat().st_size > limit_bytes:
+            continue
+        try:
+            out.append(HeldoutFile(name=rel, text=path.read_text(encoding="utf-8")))
+        except (OSError, UnicodeDecodeError):
+            continue
+    return out
+
+
+def _rng(name: str, seed: int) -> random.Random:
+    return random.Random(int(hashlib.sha256(f"{seed}:{name}".encode()).hexdigest()[:12], 16))
+
+
+def _is_code_line(line: str) -> bool:
+    s = line.strip()
+    return len(s) >= 8 and not s.startswith(("#", '"""', "'''", "@")) and any(c.isalpha() for c in s)
+
+
+def _window(text: str, cursor: int, end: int) -> tuple[str, str]:
+    prefix = text[:cursor][-PREFIX_CHARS:]
+    suffix = text[end:][:SUFFIX_CHARS]
+    return prefix, suffix
+
+
+def line_tasks(file: HeldoutFile, per_file: int, seed: int = 0) -> list[InfillTask]:
+    lines = file.text.split("\n")
+    offsets = [0]
+    for line in lines:
+        offsets.append(offsets[-1] + len(line) + 1)
+    candidates = [i for i, line in enumerate(lines) if _is_code_line(line) and len(line.strip()) <= 100]
+    rng = _rng(file.name, seed)
+    tasks = []
+    for i in sorted(rng.sample(candidates, min(per_file, len(candidates)))):
+        line = lines[i]
+        indent = len(line) - len(line.lstrip())
+        body = line.rstrip()
+        # Cursor after at least one character of code and before at least 3 characters of target.
+        col = rng.randint(indent + 1, len(body) - 3)
+        target = body[col:]
+        if not target.strip():
+            continue
+        prefix, suffix = _window(file.text, offsets[i] + col, offsets[i] + len(line))
+        tasks.append(InfillTask(f"{file.name}:{i + 1}:{col + 1}", "line", prefix, suffix, target, indent))
+    return tasks
+
+
+def block_tasks(file: HeldoutFile, per_file: int, seed: int = 0, max_lines: int = 6) -> list[InfillTask]:
+    lines = file.text.split("\n")
+    offsets = [0]
+    for line in lines:
+        offsets.append(offsets[-1] + len(line) + 1)
+    candidates = []
+    for i in range(1, len(lines)):
+        line = lines[i]
+        indent = len(line) - len(line.lstrip())
+        if indent >= 4 and _is_code_line(line) and lines[i - 1].rstrip().endswith(":"):
+            candidates.append(i)
+    rng = _rng(file.name + ":block", seed)
+    tasks = []
+    for i in sorted(rng.sample(candidates, min(per_file, len(candidates)))):
+        indent = len(lines[i]) - len(lines[i].lstrip())
+        j = i + 1
+        while j < len(lines) and j - i < max_lines:
+            nxt = lines[j]
+            if nxt.strip() and len(nxt) - len(nxt.lstrip()) < indent:
+                break
+            j += 1
+        body = "\n".join(lines[i:j]).rstrip()
+        start = offsets[i] + indent
+        prefix, suffix = _window(file.text, start, offsets[i] + len(body))
+        tasks.append(InfillTask(f"{file.name}:{i + 1}:{indent + 1}", "block", prefix, suffix, body[indent:], indent))
+    return tasks
+
+
+def build_tasks(files: list[HeldoutFile], kind: str, limit: int, seed: int = 0) -> list[InfillTask]:
+    """About `limit` tasks spread evenly over the files (deterministic for a given file set and seed)."""
+    per_file = max(1, -(-limit // max(1, len(files))))
+    make = line_tasks if kind == "line" else block_tasks
+    tasks = [t for f in files for t in make(f, per_file, seed)]
+    return _rng(kind, seed).sample(tasks, min(limit, len(tasks)))
+
+
+def save_tasks(tasks: list[InfillTask], path: str | Path) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        for t in tasks:
+            f.write(json.dumps(asdict(t)) + "\n")
+
+
+def load_tasks(path: str | Path) -> list[InfillTask]:
+    with open(path, encoding="utf-8") as f:
+        return [InfillTask(**json.loads(line)) for line in f if line.strip()]

@@ -1,0 +1,95 @@
+"""Evaluation metrics, task cutting and the `parafill eval` report on a tiny model."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import pytest
+
+from decoder.engine import Engine
+from decoder.evaluation.cli import add_eval_arguments, run_eval
+from decoder.evaluation.metrics import (
+    edit_similarity,
+    exact_match,
+    kendall_tau,
+    leftmost_commit_fraction,
+    position_order_tau,
+)
+from decoder.evaluation.tasks import HeldoutFile, block_tasks, line_tasks, stdlib_heldout_files
+
+SOURCE = """import os
+
+
+def walk(root):
+    for name in os.listdir(root):
+        path = os.path.join(root, name)
+        if os.path.isdir(path):
+            yield from walk(path)
+        else:
+            yield path
+
+
+class Counter:
+    def __init__(self):
+        self.count = 0
+"""
+
+
+def test_metrics_definitions():
+    assert exact_match("  return  x + 1", "return x + 1")
+    assert not exact_match("return x", "return x + 1")
+    assert edit_similarity("abcd", "abcd") == 1.0
+    assert edit_similarity("abcd", "abce") == pytest.approx(0.75)
+    # Left to right, one per step: fully AR. All at once: no AR-like step.
+    assert leftmost_commit_fraction([1, 2, 3, 4], 4) == 1.0
+    assert leftmost_commit_fraction([1, 1, 1, 1], 4) == 0.0
+    assert leftmost_commit_fraction([2, 1, 3, 3], 4) == pytest.approx(1 / 3)
+    assert kendall_tau([0, 1, 2], [1, 2, 3]) == 1.0 and kendall_tau([0, 1, 2], [3, 2, 1]) == -1.0
+    assert position_order_tau([1, 2, 3, 4, 4, 3, 2, 1], 4) == 0.0
+
+
+def test_tasks_reassemble_the_file():
+    f = HeldoutFile("walk.py", SOURCE)
+    for task in line_tasks(f, 4) + block_tasks(f, 2):
+        assert task.target.strip()
+        assert task.prefix + task.target + task.suffix in SOURCE
+    lines = line_tasks(f, 4)
+    assert all("\n" not in t.target for t in lines)
+    assert line_tasks(f, 4) == lines  # deterministic
+
+
+def test_heldout_files_are_named_and_not_empty():
+    files = stdlib_heldout_files()
+    assert files and all(f.name.endswith(".py") and f.text for f in files)
+
+
+def test_eval_report_has_every_metric(tiny_model_dir, tmp_path):
+    parser = argparse.ArgumentParser()
+    add_eval_arguments(parser)
+    out = tmp_path / "r.json"
+    args = parser.parse_args(
+        [
+            "--limit",
+            "3",
+            "--thresholds",
+            "0.9,0.0",
+            "--bpb-tokens",
+            "500",
+            "--json",
+            str(out),
+            "--plot",
+            str(tmp_path / "r.png"),
+        ]
+    )
+    report = run_eval(args, Engine.from_folder(tiny_model_dir), "tiny")
+    assert json.loads(out.read_text())["kinds"].keys() == {"line", "block"}
+    assert (tmp_path / "r.png").stat().st_size > 1000
+    assert report["bits_per_byte"] > 0
+    for rows in report["kinds"].values():
+        ar, strict, loose = rows
+        assert ar["mode"] == "ar" and ar["tokens_per_forward"] == pytest.approx(1.0, abs=0.01)
+        # Threshold 0 commits a whole block per pass: more parallel than 0.9.
+        assert loose["tokens_per_forward"] > strict["tokens_per_forward"]
+        for row in rows:
+            assert 0 <= row["exact_match"] <= 1 and 0 <= row["edit_similarity"] <= 1

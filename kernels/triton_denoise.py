@@ -212,7 +212,9 @@ def _combine_commit_kernel(
         best_i = tl.where(take, chunk_i, best_i)
     # The max's own term is exp(0) = 1, so max softmax probability = 1 / sum. A row with no finite logit
     # has no probability mass (confidence 0, like the reference's nan_to_num), and its token is 0.
-    conf = tl.where(m == float("-inf"), 0.0, 1.0 / s)
+    # (NaN logits are outside the contract: the reference's argmax picks them, the kernels ignore them.)
+    # +inf logits get confidence 0 like the reference (its softmax is nan there), and nan -> 0 as well.
+    conf = tl.where((m == float("-inf")) | (m == float("inf")), 0.0, 1.0 / s)
     conf = tl.where(conf == conf, conf, 0.0)
     tokens = tl.where(best_i >= V, 0, best_i).to(tl.int64)
 
@@ -285,14 +287,18 @@ def _partials(n: int, n_splits: int, device: torch.device) -> tuple[Tensor, Tens
 
 
 def _combine(parts: tuple[Tensor, Tensor, Tensor, Tensor], n: int, V: int, masked: Tensor,
-             fallback: Tensor | None, threshold: float, block_size: int) -> tuple[Tensor, Tensor, Tensor]:
+             fallback: Tensor | None, threshold: float, block_size: int,
+             combine_splits: int | None = None) -> tuple[Tensor, Tensor, Tensor]:
     device = masked.device
     tokens, confidence, commit = _empty_outputs(n, device)
     n_splits = parts[0].shape[1]
     masked_b = _as_bytes(masked)
     fallback_b = masked_b if fallback is None else _as_bytes(fallback)
     block_r = max(2, triton.next_power_of_2(block_size))
+    # Slices merged per loop step: bounded so that a [rows, slices] chunk stays in registers.
     block_s = max(1, min(triton.next_power_of_2(n_splits), 4096 // block_r))
+    if combine_splits is not None:
+        block_s = min(block_s, triton.next_power_of_2(combine_splits))
     _combine_commit_kernel[(n // block_size,)](
         *parts, n_splits, V, masked_b, fallback_b, float(threshold), block_size,
         tokens, confidence, commit.view(torch.uint8),
@@ -324,8 +330,10 @@ def denoise_step(
     *,
     block_v: int | None = None,
     n_splits: int | None = None,
+    combine_splits: int | None = None,
 ) -> tuple[Tensor, Tensor, Tensor]:
-    """Triton version of reference.denoise_step. block_v / n_splits override the tiling (tests)."""
+    """Triton version of reference.denoise_step. The keyword-only arguments override the tiling (tests):
+    vocabulary tile, slices per row, slices merged per step of the combine kernel (a power of two)."""
     if logits.dim() != 2:
         raise ValueError(f"logits must be [N, V], got {tuple(logits.shape)}")
     n, V = logits.shape
@@ -348,7 +356,7 @@ def denoise_step(
         logits, logits.stride(0), V, tiles_per_split, inv_t, seed_word, *parts, n_splits,
         BLOCK_V=block_v, SCALE=scale, SAMPLE=sample, **_launch_opts(4 if block_v <= 1024 else 8),
     )
-    return _combine(parts, n, V, masked, fallback, threshold, block_size)
+    return _combine(parts, n, V, masked, fallback, threshold, block_size, combine_splits)
 
 
 def lm_head_denoise_step(

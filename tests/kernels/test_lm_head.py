@@ -8,7 +8,7 @@ import torch
 
 from kernels import reference
 from tests.kernels.conftest import Interpreted
-from tests.kernels.oracle import confidence64
+from tests.kernels.oracle import check_tokens_are_argmax, confidence64
 
 
 def inputs(n: int, v: int, d: int, dtype: torch.dtype, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -72,3 +72,23 @@ def test_lm_head_mixed_dtypes_and_host_defaults(tdn: Interpreted) -> None:
     masked = torch.tensor([1, 1, 0, 1], dtype=torch.bool)
     out = tdn.lm_head_denoise_step(hidden, weight, masked, 0.2, 2)
     check(out, hidden, weight, masked, 0.2, 2, None)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_lm_head_ties_pick_lowest_index(tdn: Interpreted, dtype: torch.dtype) -> None:
+    # Small integers: every logit is exact in fp32 whatever the summation order, so ties are real ties.
+    gen = torch.Generator().manual_seed(4)
+    n, v, d = 6, 150, 24
+    hidden = torch.randint(-2, 3, (n, d), generator=gen).float()
+    weight = torch.randint(-2, 3, (v, d), generator=gen).float()
+    weight[[131, 70, 40, 33]] = weight[7] = hidden[0].sign() * 3  # row 0: best at 7, repeated later
+    weight[100] = weight[99] = hidden[1].sign() * 3  # row 1: adjacent columns, same 32-wide tile
+    hidden[2] = 0.0  # every logit 0: token 0, confidence 1/V
+    hidden, weight = hidden.to(dtype), weight.to(dtype)
+    masked = torch.ones(n, dtype=torch.bool)
+    tokens, conf, _ = tdn.lm_head_denoise_step(hidden, weight, masked, 0.5, None, None, 0.0, None,
+                                               block_v=32, block_d=16, tiles_per_split=2)
+    check_tokens_are_argmax(tokens, hidden.double() @ weight.double().t())
+    assert tokens[:3].tolist() == [7, 99, 0]
+    torch.testing.assert_close(conf.double(), confidence64(hidden.double() @ weight.double().t()),
+                               rtol=1e-5, atol=1e-7)

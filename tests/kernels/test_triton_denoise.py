@@ -18,9 +18,10 @@ NEG = float("-inf")
 
 def run(tdn: Interpreted, logits: torch.Tensor, masked: torch.Tensor, threshold: float, block_size: int | None,
         fallback: torch.Tensor | None = None, temperature: float = 0.0, seed: int | None = None,
-        block_v: int = 128, n_splits: int | None = 3) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        block_v: int = 128, n_splits: int | None = 3,
+        combine_splits: int | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     out = tdn.denoise_step(logits, masked, threshold, block_size, fallback, temperature, seed,
-                           block_v=block_v, n_splits=n_splits)
+                           block_v=block_v, n_splits=n_splits, combine_splits=combine_splits)
     check_step(out, logits, masked, threshold, block_size, fallback, temperature, seed)
     return out
 
@@ -57,6 +58,9 @@ def test_ties_pick_lowest_index(tdn: Interpreted) -> None:
     masked = torch.ones(6, dtype=torch.bool)
     tokens, _, _ = run(tdn, logits, masked, 0.9, None)
     assert tokens.tolist() == [5, 10, 20, 600, 0, 129]
+    # 11 slices of 64 columns merged two at a time: ties between the combine kernel's loop steps.
+    tokens, _, _ = run(tdn, logits, masked, 0.9, None, block_v=64, n_splits=11, combine_splits=2)
+    assert tokens.tolist() == [5, 10, 20, 600, 0, 129]
     # bf16 rounding makes distinct fp32 values tie: still the lowest index.
     b = torch.randn(2, 300, generator=gen)
     b[0, 7], b[0, 200] = 10.0, 10.01  # equal after rounding to bf16
@@ -92,6 +96,32 @@ def test_all_negative_infinity_row_never_commits_by_threshold(tdn: Interpreted) 
     masked = torch.ones(2, dtype=torch.bool)
     tokens, conf, commit = run(tdn, logits, masked, 0.5, 1, masked.clone().fill_(False))
     assert conf.tolist() == [0.0, 1.0] and commit.tolist() == [False, True] and tokens.tolist() == [0, 17]
+
+
+def test_positive_infinity_like_reference(tdn: Interpreted) -> None:
+    logits = torch.randn(2, 300, generator=torch.Generator().manual_seed(12))
+    logits[0, 222] = float("inf")  # reference: softmax is nan -> confidence 0; token 222
+    logits[1, [50, 260]] = float("inf")
+    masked = torch.ones(2, dtype=torch.bool)
+    got = tdn.denoise_step(logits, masked, 0.5, None, block_v=128, n_splits=3)
+    want = reference.denoise_step(logits, masked, 0.5)
+    assert got[0].tolist() == want[0].tolist() == [222, 50]
+    assert got[1].tolist() == want[1].tolist() == [0.0, 0.0]
+    assert torch.equal(got[2], want[2])
+
+
+def test_temperature_is_a_reciprocal_multiply(tdn: Interpreted) -> None:
+    # a < b, but a * fp32(1/0.7) == b * fp32(1/0.7) in fp32 (a tie: the lower index wins) while a / 0.7 <
+    # b / 0.7: pins the rounding that the kernels and the reference share.
+    a = torch.tensor(6.91302490234375)
+    b = torch.nextafter(a, torch.tensor(float("inf")))
+    inv = torch.tensor(1.0 / 0.7, dtype=torch.float32)
+    assert a * inv == b * inv and a / 0.7 < b / 0.7
+    logits = torch.rand(1, 300, generator=torch.Generator().manual_seed(13))
+    logits[0, 3], logits[0, 200] = a, b
+    masked = torch.ones(1, dtype=torch.bool)
+    tokens, _, _ = run(tdn, logits, masked, 0.5, None, None, 0.7)
+    assert tokens.tolist() == [3] and reference.denoise_step(logits, masked, 0.5, None, None, 0.7)[0].tolist() == [3]
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])

@@ -1,0 +1,208 @@
+// The language client: starts `parafill serve` over stdio, restarts it after a crash, forwards settings,
+// and times inline completions for the status bar.
+import * as vscode from 'vscode';
+import {
+  CloseAction,
+  type CloseHandlerResult,
+  DidChangeConfigurationNotification,
+  ErrorAction,
+  type ErrorHandlerResult,
+  type Executable,
+  LanguageClient,
+  type LanguageClientOptions,
+  type Message,
+  State,
+} from 'vscode-languageclient/node';
+import * as settings from './settings';
+import { explainStartFailure, resolveServerCommand, type ServerCommand, ServerNotFoundError } from './serverCommand';
+import type { StatusBar } from './statusBar';
+
+const MAX_RESTARTS = 4;
+const RESTART_WINDOW_MS = 3 * 60 * 1000;
+const STDERR_TAIL_LINES = 40;
+
+export class ParafillClient implements vscode.Disposable {
+  private client: LanguageClient | undefined;
+  private command: ServerCommand | undefined;
+  private stderrTail: string[] = [];
+  private crashTimes: number[] = [];
+  private starting: Promise<void> | undefined;
+  private readonly disposables: vscode.Disposable[] = [];
+
+  constructor(
+    private readonly log: vscode.LogOutputChannel,
+    private readonly status: StatusBar,
+  ) {}
+
+  /** The running client, if any (for requests such as explain). */
+  get languageClient(): LanguageClient | undefined {
+    return this.client?.state === State.Running ? this.client : undefined;
+  }
+
+  async start(): Promise<void> {
+    if (!this.starting) {
+      this.starting = this.doStart().finally(() => {
+        this.starting = undefined;
+      });
+    }
+    return this.starting;
+  }
+
+  async restart(): Promise<void> {
+    await this.stop();
+    this.crashTimes = [];
+    await this.start();
+  }
+
+  async stop(): Promise<void> {
+    const client = this.client;
+    this.client = undefined;
+    if (client) {
+      try {
+        await client.stop(5000);
+      } catch (err) {
+        this.log.warn(`stopping the server: ${String(err)}`);
+      }
+      await client.dispose();
+    }
+    this.status.setState('stopped');
+  }
+
+  /** Send the current settings to the running server. */
+  sendSettings(): void {
+    const client = this.languageClient;
+    if (client) {
+      void client.sendNotification(DidChangeConfigurationNotification.type, {
+        settings: { [settings.SECTION]: settings.serverSettings() },
+      });
+    }
+  }
+
+  private async doStart(): Promise<void> {
+    const folders = (vscode.workspace.workspaceFolders ?? []).map((f) => f.uri.fsPath);
+    try {
+      this.command = resolveServerCommand(settings.serverCommandSettings(), folders);
+    } catch (err) {
+      const message = err instanceof ServerNotFoundError ? err.message : String(err);
+      this.log.error(message);
+      this.status.setState('failed', 'server not found');
+      void this.offerFix(message);
+      return;
+    }
+    const command = this.command;
+    this.log.info(`starting ${[command.command, ...command.args].join(' ')} (from ${command.source})`);
+    this.status.setState('starting');
+    this.stderrTail = [];
+
+    const executable: Executable = {
+      command: command.command,
+      args: command.args,
+      options: { env: { ...process.env, PYTHONUNBUFFERED: '1' } },
+    };
+    const documentSelector = settings.languages().flatMap((language) => [
+      { scheme: 'file', language },
+      { scheme: 'untitled', language },
+    ]);
+    const clientOptions: LanguageClientOptions = {
+      documentSelector,
+      outputChannel: this.log,
+      initializationOptions: { [settings.SECTION]: settings.serverSettings() },
+      stdioOptions: {
+        stdout: (input, channel) => input.on('data', (d: Buffer) => channel.info(d.toString().trimEnd())),
+        stderr: (input, channel) => {
+          let partial = '';
+          input.on('data', (d: Buffer) => {
+            const lines = (partial + d.toString()).split(/\r?\n/);
+            partial = lines.pop() ?? '';
+            for (const line of lines) {
+              channel.appendLine(line);
+              this.stderrTail.push(line);
+            }
+            this.stderrTail.splice(0, Math.max(0, this.stderrTail.length - STDERR_TAIL_LINES));
+          });
+        },
+      },
+      errorHandler: {
+        error: (error: Error, _message: Message | undefined, count: number | undefined): ErrorHandlerResult => {
+          this.log.error(`connection error: ${error.message}`);
+          return { action: count !== undefined && count <= 3 ? ErrorAction.Continue : ErrorAction.Shutdown };
+        },
+        closed: (): CloseHandlerResult => this.onClosed(),
+      },
+      middleware: {
+        provideInlineCompletionItems: async (document, position, context, token, next) => {
+          if (!settings.isEnabled()) {
+            return null;
+          }
+          const t0 = performance.now();
+          const result = await next(document, position, context, token);
+          const items = Array.isArray(result) ? result : result?.items;
+          if (!token.isCancellationRequested && items && items.length > 0) {
+            this.status.setLatency(performance.now() - t0);
+          }
+          return result;
+        },
+      },
+    };
+
+    const client = new LanguageClient('parafill', 'parafill', executable, clientOptions);
+    this.client = client;
+    client.onDidChangeState((e) => {
+      if (this.client === client && e.newState === State.Running) {
+        this.status.setState('running');
+      }
+    });
+    try {
+      await client.start();
+    } catch (err) {
+      if (this.client === client) {
+        this.client = undefined;
+      }
+      await client.dispose().catch(() => undefined);
+      const message = explainStartFailure(command, this.stderrTail, err);
+      this.log.error(message);
+      this.status.setState('failed', 'start failed');
+      void this.offerFix(message);
+      return;
+    }
+    const info = client.initializeResult?.serverInfo;
+    this.log.info(`server running${info ? `: ${info.name} ${info.version ?? ''}` : ''}`);
+    this.status.setState('running');
+  }
+
+  private onClosed(): CloseHandlerResult {
+    const now = Date.now();
+    this.crashTimes = this.crashTimes.filter((t) => now - t < RESTART_WINDOW_MS);
+    this.crashTimes.push(now);
+    const tail = this.stderrTail.filter((l) => l.trim()).slice(-1)[0];
+    if (this.crashTimes.length <= MAX_RESTARTS) {
+      this.log.warn(`the server exited${tail ? ` (${tail})` : ''}; restarting (${this.crashTimes.length}/${MAX_RESTARTS})`);
+      this.status.setState('starting', 'restarting after a crash');
+      return { action: CloseAction.Restart, handled: true };
+    }
+    const message = this.command
+      ? explainStartFailure(this.command, this.stderrTail)
+      : 'parafill: the language server keeps crashing.';
+    const full = `${message} It exited ${this.crashTimes.length} times in 3 minutes and will not be restarted; run "parafill: Restart Language Server" after fixing it.`;
+    this.log.error(full);
+    this.status.setState('failed', 'crashed');
+    void this.offerFix(full);
+    return { action: CloseAction.DoNotRestart, handled: true };
+  }
+
+  private async offerFix(message: string): Promise<void> {
+    const choice = await vscode.window.showErrorMessage(message, 'Open Settings', 'Show Log', 'Retry');
+    if (choice === 'Open Settings') {
+      await vscode.commands.executeCommand('workbench.action.openSettings', '@ext:parafill.parafill parafill.server');
+    } else if (choice === 'Show Log') {
+      this.log.show();
+    } else if (choice === 'Retry') {
+      await this.restart();
+    }
+  }
+
+  dispose(): void {
+    void this.stop();
+    this.disposables.forEach((d) => d.dispose());
+  }
+}

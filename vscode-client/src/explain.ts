@@ -1,0 +1,135 @@
+// "parafill: Explain Selection": sends `parafill/explain` with a work-done token and streams the `$/progress`
+// reports into the "parafill Explain" output as they arrive; cancellable from the progress notification.
+import * as vscode from 'vscode';
+import { type LanguageClient, WorkDoneProgress } from 'vscode-languageclient/node';
+import * as path from 'node:path';
+
+export const EXPLAIN_METHOD = 'parafill/explain';
+
+interface ExplainResult {
+  text?: string;
+}
+
+/**
+ * Turns successive progress messages into the text to append. The server sends each report's message as
+ * the new piece of text; a server that sends the whole text so far is handled too (the shown text is then a
+ * prefix of the message).
+ */
+export class StreamedText {
+  text = '';
+
+  /** The part of `message` that is new. */
+  push(message: string, cumulative: boolean): string {
+    const delta = cumulative && message.startsWith(this.text) ? message.slice(this.text.length) : message;
+    this.text += delta;
+    return delta;
+  }
+}
+
+export class ExplainController implements vscode.Disposable {
+  private readonly channel: vscode.OutputChannel;
+  private current: vscode.CancellationTokenSource | undefined;
+  private counter = 0;
+
+  constructor(private readonly getClient: () => LanguageClient | undefined) {
+    this.channel = vscode.window.createOutputChannel('parafill Explain', 'markdown');
+  }
+
+  async explainSelection(): Promise<string | undefined> {
+    const editor = vscode.window.activeTextEditor;
+    if (!editor) {
+      void vscode.window.showInformationMessage('parafill: open a file and select the code to explain.');
+      return undefined;
+    }
+    const client = this.getClient();
+    if (!client) {
+      void vscode.window.showErrorMessage(
+        'parafill: the language server is not running. Run "parafill: Show Server Log" to see why.',
+      );
+      return undefined;
+    }
+    const document = editor.document;
+    let range: vscode.Range = editor.selection;
+    if (editor.selection.isEmpty) {
+      // Nothing selected: explain the cursor's line.
+      range = document.lineAt(editor.selection.active.line).range;
+    }
+    this.current?.cancel();
+    const cts = new vscode.CancellationTokenSource();
+    this.current = cts;
+
+    const where = `${path.basename(document.uri.fsPath || document.uri.path)}:${range.start.line + 1}-${range.end.line + 1}`;
+    this.channel.clear();
+    this.channel.append(`# Explain ${where}\n\n`);
+    this.channel.show(true);
+
+    const token = `parafill-explain-${Date.now()}-${++this.counter}`;
+    const streamed = new StreamedText();
+    let cumulative = false;
+    const progress = client.onProgress(WorkDoneProgress.type, token, (value) => {
+      if (cts.token.isCancellationRequested) {
+        return;
+      }
+      if (value.kind === 'begin') {
+        // A server may say in the title whether reports carry the whole text so far.
+        cumulative = /cumulative/i.test(value.title ?? '');
+      }
+      if ((value.kind === 'report' || value.kind === 'begin') && value.message) {
+        const delta = streamed.push(value.message, cumulative);
+        if (delta) {
+          this.channel.append(delta);
+        }
+      }
+    });
+
+    try {
+      return await vscode.window.withProgress(
+        { location: vscode.ProgressLocation.Notification, title: `parafill: explaining ${where}`, cancellable: true },
+        async (_progress, notificationToken) => {
+          const sub = notificationToken.onCancellationRequested(() => cts.cancel());
+          try {
+            const params = {
+              textDocument: { uri: client.code2ProtocolConverter.asUri(document.uri) },
+              range: client.code2ProtocolConverter.asRange(range),
+              workDoneToken: token,
+            };
+            const result = await client.sendRequest<ExplainResult | string | null>(EXPLAIN_METHOD, params, cts.token);
+            const text = typeof result === 'string' ? result : (result?.text ?? '');
+            if (text && text !== streamed.text) {
+              // The response is authoritative: show it whole if the stream missed or reordered anything.
+              this.channel.replace(`# Explain ${where}\n\n${text}`);
+            }
+            this.channel.append('\n');
+            return text;
+          } finally {
+            sub.dispose();
+          }
+        },
+      );
+    } catch (err) {
+      if (cts.token.isCancellationRequested) {
+        this.channel.append('\n\n_(cancelled)_\n');
+        return undefined;
+      }
+      const message = err instanceof Error ? err.message : String(err);
+      this.channel.append(`\n\n_(failed: ${message})_\n`);
+      void vscode.window.showErrorMessage(`parafill: explain failed: ${message}`);
+      return undefined;
+    } finally {
+      progress.dispose();
+      if (this.current === cts) {
+        this.current = undefined;
+      }
+      cts.dispose();
+    }
+  }
+
+  cancel(): void {
+    this.current?.cancel();
+  }
+
+  dispose(): void {
+    this.current?.cancel();
+    this.channel.dispose();
+  }
+}

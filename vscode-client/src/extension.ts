@@ -1,0 +1,48 @@
+// parafill for VS Code: ghost-text completions and streamed explanations from the parafill language server.
+import * as vscode from 'vscode';
+import { ParafillClient } from './client';
+import { ExplainController } from './explain';
+import * as settings from './settings';
+import { StatusBar } from './statusBar';
+
+let parafill: ParafillClient | undefined;
+
+export async function activate(context: vscode.ExtensionContext): Promise<{ explainSelection: () => Promise<string | undefined> }> {
+  const log = vscode.window.createOutputChannel('parafill', { log: true });
+  const status = new StatusBar();
+  status.setEnabled(settings.isEnabled());
+  status.setModel(settings.modelLabel(), vscode.workspace.getConfiguration(settings.SECTION).get<string>('device', ''));
+  parafill = new ParafillClient(log, status);
+  const explain = new ExplainController(() => parafill?.languageClient);
+
+  context.subscriptions.push(
+    log,
+    status,
+    parafill,
+    explain,
+    vscode.commands.registerCommand('parafill.explainSelection', () => explain.explainSelection()),
+    vscode.commands.registerCommand('parafill.toggle', () => settings.setEnabled(!settings.isEnabled())),
+    vscode.commands.registerCommand('parafill.restartServer', () => parafill?.restart()),
+    vscode.commands.registerCommand('parafill.showLog', () => log.show()),
+    vscode.workspace.onDidChangeConfiguration(async (event) => {
+      if (!event.affectsConfiguration(settings.SECTION)) {
+        return;
+      }
+      status.setEnabled(settings.isEnabled());
+      status.setModel(settings.modelLabel(), vscode.workspace.getConfiguration(settings.SECTION).get<string>('device', ''));
+      if (settings.needsRestart(event)) {
+        await parafill?.restart();
+      } else {
+        parafill?.sendSettings();
+      }
+    }),
+  );
+
+  await parafill.start();
+  return { explainSelection: () => explain.explainSelection() };
+}
+
+export async function deactivate(): Promise<void> {
+  await parafill?.stop();
+  parafill = undefined;
+}

@@ -1,0 +1,88 @@
+// VS Code settings (`parafill.*`) -> what the server takes (initializationOptions / didChangeConfiguration).
+import * as vscode from 'vscode';
+import type { ServerCommandSettings } from './serverCommand';
+
+export const SECTION = 'parafill';
+
+/**
+ * Server setting name for each `parafill.<key>` that is forwarded (see lsp_server/settings.py).
+ * Empty strings and "auto" are left out so the server keeps its own default.
+ */
+export const SERVER_KEYS: Record<string, string> = {
+  enable: 'enable',
+  model: 'model',
+  device: 'device',
+  singleLineMaxTokens: 'singleLineMaxTokens',
+  multiLineMaxTokens: 'multiLineMaxTokens',
+  blockSize: 'blockSize',
+  threshold: 'threshold',
+  timeBudgetMs: 'timeBudgetMs',
+  debounceMs: 'debounceMs',
+  cacheBudgetMb: 'cacheBudgetMb',
+};
+
+/** Settings whose change needs a new server process rather than a didChangeConfiguration. */
+export const RESTART_KEYS = ['languages', 'server.path', 'server.pythonPath', 'server.args'];
+
+function config(): vscode.WorkspaceConfiguration {
+  return vscode.workspace.getConfiguration(SECTION);
+}
+
+export function isEnabled(): boolean {
+  return config().get<boolean>('enable', true);
+}
+
+export function languages(): string[] {
+  const langs = config().get<string[]>('languages', ['python']);
+  return langs.length > 0 ? langs : ['python'];
+}
+
+export function serverCommandSettings(): ServerCommandSettings {
+  const c = config();
+  return {
+    pythonPath: c.get<string>('server.pythonPath', '').trim(),
+    path: c.get<string>('server.path', '').trim(),
+    args: c.get<string[]>('server.args', []),
+  };
+}
+
+/** The object sent as initializationOptions and as didChangeConfiguration settings. */
+export function serverSettings(): Record<string, unknown> {
+  const c = config();
+  const out: Record<string, unknown> = {};
+  for (const [key, serverKey] of Object.entries(SERVER_KEYS)) {
+    const value = c.get<unknown>(key);
+    if (value === undefined || value === null || value === '' || (key === 'device' && value === 'auto')) {
+      continue;
+    }
+    out[serverKey] = value;
+  }
+  return out;
+}
+
+/** Short model name for the status bar: the model folder's basename, or "default". */
+export function modelLabel(): string {
+  const folder = config().get<string>('model', '').replace(/[/\\]+$/, '');
+  if (!folder) {
+    return 'default';
+  }
+  const parts = folder.split(/[/\\]/);
+  return parts[parts.length - 1] || folder;
+}
+
+export function needsRestart(event: vscode.ConfigurationChangeEvent): boolean {
+  return RESTART_KEYS.some((k) => event.affectsConfiguration(`${SECTION}.${k}`));
+}
+
+/** Turn inline completions on or off where the user set it (workspace if set there, else user settings). */
+export async function setEnabled(enabled: boolean): Promise<void> {
+  const c = config();
+  const inspect = c.inspect<boolean>('enable');
+  const target =
+    inspect?.workspaceFolderValue !== undefined
+      ? vscode.ConfigurationTarget.WorkspaceFolder
+      : inspect?.workspaceValue !== undefined
+        ? vscode.ConfigurationTarget.Workspace
+        : vscode.ConfigurationTarget.Global;
+  await c.update('enable', enabled, target);
+}

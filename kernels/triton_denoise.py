@@ -49,7 +49,7 @@ def _seed_word(seed: int | None) -> int:
     interpreter."""
     if seed is None:
         return 0
-    word = (((seed & 0x7FFFFFFF) * _SEED_MUL) + _SEED_ADD) & 0xFFFFFFFF
+    word = (((int(seed) & 0x7FFFFFFF) * _SEED_MUL) + _SEED_ADD) & 0xFFFFFFFF
     return word - (1 << 32) if word >= (1 << 31) else word
 
 
@@ -65,7 +65,7 @@ def _gumbel(idx, seed_word):
     return (-tl.log(-tl.log(u))).to(tl.float32)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["seed_word"])
 def _gumbel_kernel(out_ptr, n, seed_word, BLOCK: tl.constexpr):
     """Test hook: the kernels' noise for element indices 0..n-1, to compare bit for bit with the reference."""
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
@@ -258,11 +258,16 @@ def _launch_opts(num_warps: int, num_stages: int | None = None) -> dict[str, obj
     return opts
 
 
-def _check_rows(n: int, masked: Tensor, fallback: Tensor | None, block_size: int | None) -> int:
-    if masked.shape != (n,) or masked.dtype != torch.bool:
-        raise ValueError(f"masked must be a bool tensor of shape ({n},), got {masked.dtype} {tuple(masked.shape)}")
-    if fallback is not None and (fallback.shape != (n,) or fallback.dtype != torch.bool):
-        raise ValueError(f"fallback must be a bool tensor of shape ({n},)")
+def _check_rows(n: int, device: torch.device, masked: Tensor, fallback: Tensor | None,
+                block_size: int | None) -> int:
+    """Shape / dtype / device checks (host-side metadata only, no sync); returns the block size."""
+    for name, mask in (("masked", masked), ("fallback", fallback)):
+        if mask is None:
+            continue
+        if mask.shape != (n,) or mask.dtype != torch.bool:
+            raise ValueError(f"{name} must be a bool tensor of shape ({n},), got {mask.dtype} {tuple(mask.shape)}")
+        if mask.device != device:
+            raise ValueError(f"{name} is on {mask.device}, the logits on {device}")
     block_size = block_size or n
     if n and n % block_size:
         raise ValueError(f"{n} rows do not split into blocks of {block_size}")
@@ -337,7 +342,7 @@ def denoise_step(
     if logits.dim() != 2:
         raise ValueError(f"logits must be [N, V], got {tuple(logits.shape)}")
     n, V = logits.shape
-    block_size = _check_rows(n, masked, fallback, block_size)
+    block_size = _check_rows(n, logits.device, masked, fallback, block_size)
     if n == 0:
         return _empty_result(logits.device)
     if logits.stride(1) != 1:
@@ -379,7 +384,9 @@ def lm_head_denoise_step(
         raise ValueError(f"hidden [N, D] and weight [V, D] expected, got {tuple(hidden.shape)}, {tuple(weight.shape)}")
     n, D = hidden.shape
     V = weight.shape[0]
-    block_size = _check_rows(n, masked, fallback, block_size)
+    if weight.device != hidden.device:
+        raise ValueError(f"weight is on {weight.device}, hidden on {hidden.device}")
+    block_size = _check_rows(n, hidden.device, masked, fallback, block_size)
     if n == 0:
         return _empty_result(hidden.device)
     half = (torch.bfloat16, torch.float16)

@@ -49,6 +49,9 @@ def load_model(folder: str | Path, device: str | torch.device = "cpu", dtype: to
             state.update(load_file(str(path), device="cpu"))
         except (SafetensorError, OSError, ValueError) as exc:
             raise CheckpointError(f"corrupt weights file {path}: {exc}") from exc
+    # Buffers some exporters write (RoPE tables): recomputed from config.json, never read.
+    for name in [n for n in state if n.endswith("rotary_emb.inv_freq")]:
+        del state[name]
     with torch.device("meta"):
         model = CausalLM(cfg)
     expected = dict(model.state_dict())

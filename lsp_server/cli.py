@@ -6,12 +6,15 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from lsp_server import cmd_eval, cmd_generate
+from lsp_server import cmd_complete, cmd_eval, cmd_explain, cmd_generate, cmd_serve
 from lsp_server.errors import UserError
 
 # name -> (help, add_arguments, run). Later subcommands register here.
 SUBCOMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]] = {
     "generate": ("generate text from a prompt (block diffusion or AR)", cmd_generate.add_arguments, cmd_generate.run),
+    "serve": ("run the language server (stdio, or --tcp)", cmd_serve.add_arguments, cmd_serve.run),
+    "complete": ("inline completion at FILE:LINE:COL (as the server)", cmd_complete.add_arguments, cmd_complete.run),
+    "explain": ("explain FILE[:START-END] (as the server)", cmd_explain.add_arguments, cmd_explain.run),
     "eval": (
         "completion quality on held-out Python files, AR vs block diffusion",
         cmd_eval.add_arguments,

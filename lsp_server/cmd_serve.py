@@ -1,0 +1,58 @@
+"""`parafill serve`: the language server over stdio (default) or TCP."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import BinaryIO
+
+from lsp_server.cmd_generate import add_model_arguments
+from lsp_server.errors import UserError
+from lsp_server.logs import setup_logging
+from lsp_server.settings import Settings
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_model_arguments(parser)
+    transport = parser.add_mutually_exclusive_group()
+    transport.add_argument("--stdio", action="store_true", help="talk LSP over stdin/stdout (the default)")
+    transport.add_argument("--tcp", metavar="[HOST:]PORT", help="listen on TCP (host 127.0.0.1 unless given)")
+    parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+
+
+def parse_tcp(value: str) -> tuple[str, int]:
+    host, _, port = value.rpartition(":")
+    try:
+        number = int(port)
+    except ValueError:
+        raise UserError(f"--tcp expects [HOST:]PORT, got {value!r}") from None
+    if not 0 <= number <= 65535:
+        raise UserError(f"--tcp port {number} is out of range")
+    return host.strip("[]") or "127.0.0.1", number
+
+
+def protocol_stdout() -> BinaryIO:
+    """Keep a private handle on stdout for the protocol and send everything else written there (a stray
+    print, a C library) to stderr instead: one byte of noise on stdout breaks the client."""
+    fd = os.dup(sys.stdout.fileno())
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    sys.stdout = sys.stderr
+    return os.fdopen(fd, "wb")
+
+
+def run(args: argparse.Namespace) -> int:
+    from lsp_server.server import create_server  # after argument errors are reported
+
+    setup_logging(args.log_level)
+    backend = getattr(args, "backend", "torch")
+    server = create_server(Settings(model=args.model, device=args.device, dtype=args.dtype, backend=backend))
+    try:
+        if args.tcp:
+            host, port = parse_tcp(args.tcp)
+            server.start_tcp(host, port)
+        else:
+            server.start_io(sys.stdin.buffer, protocol_stdout())
+    finally:
+        server.scheduler.shutdown()
+    return 0 if server.protocol._shutdown else 1  # LSP: exit without shutdown first is an error

@@ -1,0 +1,104 @@
+"""The text around the cursor that the model sees: prefix and suffix cut on a stable line grid.
+
+The prompt is SPM (`<suffix> S <prefix> P <middle>`), so the prefix cache can reuse everything up to the
+cursor as long as the suffix and the start of the prefix stay put. "The last N characters" would move the
+start with every keystroke and nothing could be reused; here the prefix starts at a line that is a
+multiple of `grid`, and the suffix ends at one, so both move only when the cursor crosses a grid line.
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+from dataclasses import dataclass, replace
+
+_WORD = re.compile(r"\w")
+
+
+@dataclass(frozen=True)
+class ContextBudget:
+    lines_before: int = 128
+    lines_after: int = 32
+    grid: int = 32
+    chars_before: int = 6000
+    chars_after: int = 2000
+
+    def halved(self) -> ContextBudget:
+        """A smaller window on the same grid (used when the prompt does not fit the token budget)."""
+        return replace(
+            self,
+            lines_before=max(1, self.lines_before // 2),
+            grid=max(1, self.grid // 2),  # a coarse grid would jump straight past a short window
+            lines_after=self.lines_after // 2,
+            chars_before=max(1, self.chars_before // 2),
+            chars_after=self.chars_after // 2,
+        )
+
+
+@dataclass(frozen=True)
+class Window:
+    start: int  # document offset where the prefix starts
+    cursor: int  # where the completion goes
+    cursor_end: int  # end of the text the completion replaces (== cursor unless a selected item replaces some)
+    end: int  # document offset where the suffix ends
+
+    def prefix(self, text: str) -> str:
+        return text[self.start : self.cursor]
+
+    def suffix(self, text: str) -> str:
+        return text[self.cursor_end : self.end]
+
+
+def _ceil(n: int, grid: int) -> int:
+    return -(-n // grid) * grid
+
+
+def build_window(text: str, line_starts: list[int], cursor: int, cursor_end: int, budget: ContextBudget) -> Window:
+    """Prefix from a grid line before `cursor`, suffix from `cursor_end` to a grid line after it."""
+    grid = max(1, budget.grid)
+    line = _line_of(line_starts, cursor)
+    end_line = _line_of(line_starts, cursor_end)
+
+    first = min(line, _ceil(max(0, line - budget.lines_before), grid))
+    while cursor - line_starts[first] > budget.chars_before and first < line:
+        first = min(line, first + grid)
+    start = line_starts[first]
+    if cursor - start > budget.chars_before:  # one very long line: cut inside it (not stable, but rare)
+        start = cursor - budget.chars_before
+
+    last = ((end_line + budget.lines_after) // grid + 1) * grid  # exclusive
+    while last > end_line + 1 and _offset(text, line_starts, last) - cursor_end > budget.chars_after:
+        last = max(end_line + 1, last - grid)
+    end = _offset(text, line_starts, last)
+    if end - cursor_end > budget.chars_after:
+        end = cursor_end + budget.chars_after
+    return Window(start=start, cursor=cursor, cursor_end=cursor_end, end=max(end, cursor_end))
+
+
+def _line_of(line_starts: list[int], offset: int) -> int:
+    return bisect_right(line_starts, offset) - 1
+
+
+def _offset(text: str, line_starts: list[int], line: int) -> int:
+    return line_starts[line] if line < len(line_starts) else len(text)
+
+
+@dataclass(frozen=True)
+class Shape:
+    multiline: bool  # False: complete the rest of this line only
+    indent: int  # a multi-line completion stops before a later line indented less than this
+
+
+def completion_shape(line_prefix: str, line_suffix: str) -> Shape:
+    """Single line when word characters follow the cursor on its line; else a block, scoped by indentation.
+
+    After a line that opens a block (ends with ':'), the block is the deeper-indented body, so the
+    completion stops at the first later line back at this line's indentation.
+    """
+    line = line_prefix + line_suffix
+    indent = len(line) - len(line.lstrip(" \t"))
+    if line_prefix.strip() and line_prefix.rstrip().endswith(":"):
+        indent += 1
+    elif not line_prefix.strip():
+        indent = len(line_prefix)  # on a blank or indentation-only line the cursor column is the block
+    return Shape(multiline=_WORD.search(line_suffix) is None, indent=indent)

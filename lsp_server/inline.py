@@ -1,0 +1,181 @@
+"""One inline completion on the model: the cursor's surroundings, the prompt window, infill, the rule chain."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from lsp_server.context import ContextBudget, Shape, Window, build_window, completion_shape
+from lsp_server.documents import Document
+from lsp_server.postprocess import Candidate, RuleContext, postprocess
+from lsp_server.settings import Settings
+
+if TYPE_CHECKING:
+    from decoder.engine import Engine
+
+log = logging.getLogger("parafill.inline")
+
+
+@dataclass(frozen=True)
+class SelectedItem:
+    """The item selected in the editor's suggest widget: the completion must start with `text`, which
+    replaces the document text [start, end) on the cursor line."""
+
+    start: int
+    end: int
+    text: str
+
+
+@dataclass(frozen=True)
+class InlineRequest:
+    uri: str
+    document: Document
+    cursor: int  # document offset
+    selected: SelectedItem | None = None
+
+
+@dataclass(frozen=True)
+class Surroundings:
+    """Where the completion goes: the replaced span [anchor, cursor_end) and the cursor line around it."""
+
+    anchor: int  # the completion is inserted here (the selected item's start, else the cursor)
+    cursor_end: int  # end of the document text the item replaces before any rule extends it
+    line_end: int  # end of the cursor line's text
+    lead: str  # text the item re-inserts before the completion (the selected item's text)
+    line_prefix: str  # the cursor line before the completion, as the model sees it
+    line_suffix: str
+    next_line: int  # offset where the next line starts (len(text) on the last line)
+    shape: Shape
+
+
+def surroundings(req: InlineRequest) -> Surroundings:
+    doc, sel = req.document, req.selected
+    line = doc.line_of(req.cursor)
+    line_start, line_end = doc.line_starts[line], doc.line_end(line)
+    anchor, cursor_end, lead = (sel.start, max(sel.end, req.cursor), sel.text) if sel else (req.cursor, req.cursor, "")
+    line_prefix = doc.text[line_start:anchor] + lead
+    line_suffix = doc.text[cursor_end:line_end]
+    next_line = doc.line_starts[line + 1] if line + 1 < doc.line_count else len(doc.text)
+    shape = completion_shape(line_prefix, line_suffix)
+    return Surroundings(anchor, cursor_end, line_end, lead, line_prefix, line_suffix, next_line, shape)
+
+
+@dataclass
+class InlineAnswer:
+    text: str | None  # insert text (starting with the selected item's text); None: no suggestion
+    start: int  # document offsets the item replaces, both on the cursor line
+    end: int
+    route: str  # "block", "ar", "typed_ahead", or "none"
+    stop_reason: str  # the decoder's, or why there is no suggestion
+    forward_passes: int = 0
+    latency_ms: float = 0.0
+    prompt_tokens: int = 0
+    cached_prompt_tokens: int = 0
+    tokens: int = 0
+    commit_steps: list[int] = field(default_factory=list)
+    raw_text: str = ""  # the model's text before the rule chain
+    window: tuple[int, int] = (0, 0)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "text": self.text or "",
+            "route": self.route,
+            "stop_reason": self.stop_reason,
+            "forward_passes": self.forward_passes,
+            "latency_ms": round(self.latency_ms, 3),
+            "prompt_tokens": self.prompt_tokens,
+            "cached_prompt_tokens": self.cached_prompt_tokens,
+            "tokens": self.tokens,
+            "commit_steps": self.commit_steps,
+            "raw_text": self.raw_text,
+            "range": [self.start, self.end],
+            "window": list(self.window),
+        }
+
+
+def answer_for(geo: Surroundings, candidate: Candidate | None, route: str, stop_reason: str, **numbers) -> InlineAnswer:
+    if candidate is None:
+        return InlineAnswer(None, geo.anchor, geo.cursor_end, route, stop_reason, **numbers)
+    end = min(geo.cursor_end + candidate.replace_chars, geo.line_end)  # the range never leaves the line
+    return InlineAnswer(geo.lead + candidate.text, geo.anchor, end, route, stop_reason, **numbers)
+
+
+def budget_from(settings: Settings) -> ContextBudget:
+    return ContextBudget(
+        lines_before=settings.context_lines_before,
+        lines_after=settings.context_lines_after,
+        grid=settings.context_grid_lines,
+        chars_before=settings.context_chars_before,
+        chars_after=settings.context_chars_after,
+    )
+
+
+def fit_window(
+    engine: Engine, doc: Document, geo: Surroundings, budget: ContextBudget, max_tokens: int
+) -> tuple[Window, str, str]:
+    """The grid window whose prompt fits `max_tokens`, halving the window (on the same grid) until it does."""
+    count = engine.tokenizer.encode
+    for _ in range(16):
+        window = build_window(doc.text, doc.line_starts, geo.anchor, geo.cursor_end, budget)
+        prefix, suffix = window.prefix(doc.text) + geo.lead, window.suffix(doc.text)
+        if len(count(prefix)) + len(count(suffix)) + 3 <= max_tokens:
+            break
+        budget = budget.halved()
+    return window, prefix, suffix
+
+
+def run_inline(
+    engine: Engine,
+    req: InlineRequest,
+    geo: Surroundings,
+    settings: Settings,
+    interrupt: Callable[[], str | None] | None = None,
+) -> tuple[InlineAnswer, Candidate | None]:
+    from decoder.generation import GenerationControl, GenerationParams
+    from decoder.infill import infill, stop_at_block_end, stop_at_line_end
+    from decoder.router import RoutingRules
+
+    doc, shape = req.document, geo.shape
+    params = GenerationParams(
+        max_new_tokens=settings.max_tokens_block if shape.multiline else settings.max_tokens_line,
+        block_size=settings.block_size,
+        threshold=settings.threshold,
+    )
+    mode = RoutingRules().choose("inline", params)
+    if mode == "block" and engine.mask_token_id is None:
+        mode = "ar"  # a plain AR checkpoint still completes, one token per pass
+    reserve = params.max_new_tokens + params.block_size + 4
+    max_tokens = min(settings.context_tokens, engine.model.config.max_position_embeddings - reserve)
+    window, prefix, suffix = fit_window(engine, doc, geo, budget_from(settings), max_tokens)
+    stop_rule = stop_at_block_end(shape.indent, settings.max_lines) if shape.multiline else stop_at_line_end
+    control = GenerationControl(interrupt=interrupt, deadline=time.monotonic() + settings.time_budget_ms / 1000)
+    result = infill(engine, prefix, suffix, mode, params, stop_rule=stop_rule, control=control)
+    ctx = RuleContext(
+        prefix=prefix,
+        line_prefix=geo.line_prefix,
+        line_suffix=geo.line_suffix,
+        next_lines=doc.text[geo.next_line : window.end],
+        multiline=shape.multiline,
+        indent=shape.indent,
+        max_lines=settings.max_lines,
+    )
+    candidate = postprocess(ctx, result.text)
+    gen = result.generation
+    answer = answer_for(
+        geo,
+        candidate,
+        mode,
+        gen.stop_reason,
+        forward_passes=gen.forward_passes,
+        latency_ms=gen.latency_ms,
+        prompt_tokens=gen.prompt_tokens,
+        cached_prompt_tokens=gen.cached_prompt_tokens,
+        tokens=len(gen.token_ids),
+        commit_steps=list(gen.commit_steps),
+        raw_text=result.text,
+        window=(window.start, window.end),
+    )
+    return answer, candidate

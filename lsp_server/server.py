@@ -1,0 +1,157 @@
+"""The language server: one thin handler per LSP message, each handing over to the module that does the work.
+
+Model work never runs on the event loop: the service is called in worker threads (lsp_server/scheduler.py).
+Handlers here only translate protocol types and keep the documents in sync.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import json
+import logging
+from typing import Any
+
+from lsprotocol import types
+from pygls.exceptions import JsonRpcException, JsonRpcParseError
+from pygls.lsp.server import LanguageServer
+
+from lsp_server import __version__
+from lsp_server.documents import DocumentStore
+from lsp_server.logs import attach_client_handler
+from lsp_server.lsp_explain import answer_explain, parse_command_arguments, parse_explain_params
+from lsp_server.lsp_inline import answer_inline
+from lsp_server.positions import UTF16
+from lsp_server.protocol import EXPLAIN_COMMAND, ParafillProtocol, plain
+from lsp_server.scheduler import Scheduler
+from lsp_server.service import CompletionService
+from lsp_server.settings import SECTION, Settings
+
+log = logging.getLogger("parafill.server")
+
+EXPLAIN_REQUEST = "parafill/explain"
+STATS_REQUEST = "parafill/stats"
+CLEAR_CACHE_REQUEST = "parafill/clearCache"
+
+
+class ParafillServer(LanguageServer):
+    def __init__(self, settings: Settings | None = None, workers: int = 4) -> None:
+        super().__init__("parafill", __version__, protocol_cls=ParafillProtocol)
+        self.documents = DocumentStore()
+        self.scheduler = Scheduler(workers=workers)
+        self.service = CompletionService(settings, on_load_error=self._model_failed)
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def position_encoding(self) -> str:
+        try:
+            encoding = self.workspace.position_encoding
+        except RuntimeError:  # before initialize
+            return UTF16
+        return str(encoding.value if isinstance(encoding, enum.Enum) else encoding or UTF16)
+
+    def from_any_thread(self, fn: Any, *args: Any) -> None:
+        """Run `fn(*args)` on the event loop: the protocol writer is not thread-safe."""
+        loop = self.loop
+        if loop is None or loop.is_closed():
+            return
+        with contextlib.suppress(RuntimeError):  # the loop is shutting down
+            loop.call_soon_threadsafe(fn, *args)
+
+    def apply_settings(self, raw: Any, load: bool) -> None:
+        for warning in self.service.update_settings(plain(raw), load=load):
+            log.warning("%s", warning)
+        self.documents.max_bytes = self.service.settings.max_document_kb * 1024
+
+    def _model_failed(self, message: str) -> None:
+        text = f"parafill: {message}. Inline completions are off until the model setting changes."
+        self.from_any_thread(
+            self.window_show_message, types.ShowMessageParams(type=types.MessageType.Error, message=text)
+        )
+
+    def report_server_error(self, error: Exception, source: Any) -> None:
+        """Errors outside any request (a malformed message): one log line, and -32700 for a parse error."""
+        if isinstance(error, (json.JSONDecodeError, UnicodeDecodeError)):
+            log.warning("malformed message (%s): answered -32700, still serving", error)
+            self.protocol._send_response(None, error=JsonRpcParseError(f"parse error: {error}").to_response_error())
+        elif not isinstance(error, JsonRpcException):
+            log.warning("bad message (%s: %s): still serving", type(error).__name__, error)
+
+    async def explain_command(self, params: types.ExecuteCommandParams) -> dict[str, Any]:
+        uri, rng = parse_command_arguments(params)
+        return await answer_explain(self, uri, rng, params.work_done_token)
+
+
+def create_server(settings: Settings | None = None) -> ParafillServer:
+    server = ParafillServer(settings)
+
+    @server.feature(types.INITIALIZE)
+    def initialize(ls: ParafillServer, params: types.InitializeParams) -> None:
+        ls.loop = asyncio.get_running_loop()
+        attach_client_handler(lambda p: ls.from_any_thread(ls.window_log_message, p))
+        ls.apply_settings(params.initialization_options, load=False)
+        log.info("position encoding %s", ls.position_encoding)
+
+    @server.feature(types.INITIALIZED)
+    def initialized(ls: ParafillServer, params: types.InitializedParams) -> None:
+        ls.service.start_loading()  # in a background thread; requests wait for it
+
+    @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+    async def did_change_configuration(ls: ParafillServer, params: types.DidChangeConfigurationParams) -> None:
+        raw = params.settings
+        if not raw and _client_can_pull_configuration(ls):
+            result = await ls.workspace_configuration_async(
+                types.ConfigurationParams(items=[types.ConfigurationItem(section=SECTION)])
+            )
+            raw = result[0] if result else None
+        ls.apply_settings(raw, load=True)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
+    def did_open(ls: ParafillServer, params: types.DidOpenTextDocumentParams) -> None:
+        doc = params.text_document
+        ls.documents.open(doc.uri, doc.text, doc.version, doc.language_id)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+    def did_change(ls: ParafillServer, params: types.DidChangeTextDocumentParams) -> None:
+        doc = params.text_document
+        ls.documents.change(doc.uri, doc.version, params.content_changes, ls.position_encoding)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+    def did_close(ls: ParafillServer, params: types.DidCloseTextDocumentParams) -> None:
+        ls.documents.close(params.text_document.uri)
+        ls.service.forget_document(params.text_document.uri)
+
+    @server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
+    async def inline_completion(
+        ls: ParafillServer, params: types.InlineCompletionParams
+    ) -> list[types.InlineCompletionItem]:
+        return await answer_inline(ls, params)
+
+    @server.feature(EXPLAIN_REQUEST)
+    async def explain(ls: ParafillServer, params: Any) -> dict[str, Any]:
+        uri, rng, token = parse_explain_params(plain(params))
+        return await answer_explain(ls, uri, rng, token)
+
+    @server.command(EXPLAIN_COMMAND)
+    async def explain_command(ls: ParafillServer, *args: Any) -> None:
+        """Advertises the command; ParafillProtocol routes it to ParafillServer.explain_command."""
+
+    @server.feature(STATS_REQUEST)
+    def stats(ls: ParafillServer, params: Any) -> dict[str, Any]:
+        return ls.service.stats() | {"scheduler": ls.scheduler.stats(), "open_documents": len(ls.documents)}
+
+    @server.feature(CLEAR_CACHE_REQUEST)
+    def clear_cache(ls: ParafillServer, params: Any) -> dict[str, bool]:
+        return {"cleared": ls.service.clear_cache()}
+
+    @server.feature(types.SHUTDOWN)
+    def shutdown(ls: ParafillServer, params: Any) -> None:
+        ls.scheduler.cancel_all("shutdown")
+
+    return server
+
+
+def _client_can_pull_configuration(ls: ParafillServer) -> bool:
+    workspace = ls.client_capabilities.workspace
+    return bool(workspace and workspace.configuration)

@@ -1,0 +1,153 @@
+"""Server settings: defaults, and lenient parsing of `initializationOptions` / `didChangeConfiguration`.
+
+Keys may be camelCase (VS Code style) or snake_case and may sit under a `parafill` section. A bad value
+never stops the server: it is reported as a warning and the previous value is kept.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+SECTION = "parafill"
+
+
+@dataclass(frozen=True)
+class Settings:
+    enable: bool = True
+    # engine (a change here reloads the model)
+    model: str | None = None  # model folder; None: the shipped default (models/default or PARAFILL_MODEL)
+    device: str = "cpu"
+    dtype: str | None = None
+    backend: str = "torch"  # or "onnx" (see decoder/onnx_backend)
+    cache_mb: int = 256  # prefix-cache budget
+    # inline completion
+    max_tokens_line: int = 32  # span limit when word characters follow the cursor
+    max_tokens_block: int = 64  # span limit for a multi-line completion
+    max_lines: int = 16  # multi-line completions stop after this many lines
+    block_size: int = 8
+    threshold: float = 0.9
+    time_budget_ms: int = 2000  # hard limit per inline request; what is committed by then is answered
+    debounce_ms: int = 0  # wait before running the model; a newer request in this window supersedes
+    # context window (stable grid, see lsp_server/context.py)
+    context_lines_before: int = 128
+    context_lines_after: int = 32
+    context_grid_lines: int = 32
+    context_chars_before: int = 6000
+    context_chars_after: int = 2000
+    context_tokens: int = 1536  # prompt cap, further limited by the model's max positions
+    # explain
+    explain_max_tokens: int = 256
+    explain_time_budget_ms: int = 60000
+    explain_max_chars: int = 8000
+    # documents
+    max_document_kb: int = 1024  # larger documents are not served (logged once)
+
+    @property
+    def engine_key(self) -> tuple:
+        """Settings whose change needs a new engine."""
+        return (self.model, self.device, self.dtype, self.backend, self.cache_mb)
+
+
+# Per-field validation: (type, minimum, maximum); None bounds are open.
+_RULES: dict[str, tuple[type, float | None, float | None]] = {
+    "enable": (bool, None, None),
+    "model": (str, None, None),
+    "device": (str, None, None),
+    "dtype": (str, None, None),
+    "backend": (str, None, None),
+    "cache_mb": (int, 0, 1 << 20),
+    "max_tokens_line": (int, 1, 512),
+    "max_tokens_block": (int, 1, 1024),
+    "max_lines": (int, 1, 200),
+    "block_size": (int, 1, 256),
+    "threshold": (float, 0.0, 1.0),
+    "time_budget_ms": (int, 1, 600_000),
+    "debounce_ms": (int, 0, 10_000),
+    "context_lines_before": (int, 1, 100_000),
+    "context_lines_after": (int, 0, 100_000),
+    "context_grid_lines": (int, 1, 10_000),
+    "context_chars_before": (int, 1, 10_000_000),
+    "context_chars_after": (int, 0, 10_000_000),
+    "context_tokens": (int, 16, 1_000_000),
+    "explain_max_tokens": (int, 1, 8192),
+    "explain_time_budget_ms": (int, 1, 3_600_000),
+    "explain_max_chars": (int, 1, 10_000_000),
+    "max_document_kb": (int, 1, 1 << 22),
+}
+
+# Accepted spellings besides the field name and its camelCase form.
+_ALIASES = {
+    "modelfolder": "model",
+    "modeldir": "model",
+    "cachebudgetmb": "cache_mb",
+    "cachemb": "cache_mb",
+    "maxtokens": "max_tokens_line",
+    "maxtokenssingleline": "max_tokens_line",
+    "maxtokensmultiline": "max_tokens_block",
+    "timebudget": "time_budget_ms",
+    "debounce": "debounce_ms",
+    "enabled": "enable",
+}
+
+
+def _key(name: str) -> str:
+    return name.replace("_", "").replace("-", "").lower()
+
+
+_BY_KEY = {_key(f.name): f.name for f in fields(Settings)} | _ALIASES
+
+
+def _coerce(name: str, value: Any) -> Any:
+    kind, low, high = _RULES[name]
+    if value is None and name in ("model", "dtype"):
+        return None
+    if kind is bool:
+        if not isinstance(value, bool):
+            raise ValueError("expected true or false")
+        return value
+    if kind is str:
+        if not isinstance(value, str):
+            raise ValueError("expected a string")
+        if name in ("model", "dtype"):
+            return value.strip() or None  # "" means "the default"
+        return value.strip()
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError("expected a number")
+    if kind is int:
+        if value != int(value):
+            raise ValueError("expected an integer")
+        value = int(value)
+    value = float(value) if kind is float else value
+    if (low is not None and value < low) or (high is not None and value > high):
+        raise ValueError(f"expected a value in [{low}, {high}]")
+    return value
+
+
+def unwrap_section(raw: Any) -> Any:
+    """`{"parafill": {...}}` -> `{...}` (VS Code sends the section it synchronises)."""
+    if isinstance(raw, dict) and isinstance(raw.get(SECTION), dict):
+        return raw[SECTION]
+    return raw
+
+
+def parse_settings(raw: Any, base: Settings | None = None) -> tuple[Settings, list[str]]:
+    """Apply the keys of `raw` on top of `base`; returns (settings, warnings). Unknown keys are warned about."""
+    base = base or Settings()
+    raw = unwrap_section(raw)
+    if raw is None:
+        return base, []
+    if not isinstance(raw, dict):
+        return base, [f"settings must be a JSON object, got {type(raw).__name__}: ignored"]
+    changes: dict[str, Any] = {}
+    warnings: list[str] = []
+    for key, value in raw.items():
+        name = _BY_KEY.get(_key(str(key)))
+        if name is None:
+            warnings.append(f"unknown setting {key!r}: ignored")
+            continue
+        try:
+            changes[name] = _coerce(name, value)
+        except ValueError as exc:
+            warnings.append(f"setting {key!r}={value!r}: {exc}; keeping {getattr(base, name)!r}")
+    return replace(base, **changes), warnings

@@ -1,0 +1,57 @@
+"""The prompt window sits on a stable grid; the cursor's shape picks single-line or block mode."""
+
+from __future__ import annotations
+
+from lsp_server.context import ContextBudget, build_window, completion_shape
+from lsp_server.documents import Document
+
+TEXT = "".join(f"line_{i} = {i}\n" for i in range(200))
+DOC = Document("u", TEXT)
+
+
+def window_at(line: int, column: int = 4, budget: ContextBudget | None = None):
+    cursor = DOC.line_starts[line] + column
+    return build_window(TEXT, DOC.line_starts, cursor, cursor, budget or ContextBudget(lines_before=64, lines_after=16))
+
+
+def test_window_edges_stay_put_while_the_cursor_moves_inside_a_grid_cell():
+    starts = {window_at(line).start for line in range(100, 128)}
+    ends = {window_at(line).end for line in range(100, 112)}
+    assert len(starts) == 1 and len(ends) == 1
+    w = window_at(100)
+    assert DOC.line_of(w.start) % 32 == 0 and DOC.line_of(w.end) % 32 == 0
+    assert 100 - DOC.line_of(w.start) <= 64 and DOC.line_of(w.end) > 100
+
+
+def test_typing_at_the_cursor_changes_only_the_end_of_the_prefix():
+    w = window_at(100)
+    typed = TEXT[: w.cursor] + "abc" + TEXT[w.cursor :]
+    doc2 = Document("u", typed)
+    w2 = build_window(
+        typed, doc2.line_starts, w.cursor + 3, w.cursor + 3, ContextBudget(lines_before=64, lines_after=16)
+    )
+    assert w2.start == w.start and w2.prefix(typed) == w.prefix(TEXT) + "abc" and w2.suffix(typed) == w.suffix(TEXT)
+
+
+def test_character_budget_moves_the_start_by_whole_grid_steps():
+    w = window_at(100, budget=ContextBudget(lines_before=64, lines_after=16, grid=8, chars_before=300))
+    assert w.cursor - w.start <= 300 and DOC.line_of(w.start) % 8 == 0
+    tiny = window_at(100, column=10, budget=ContextBudget(chars_before=5, chars_after=3))
+    assert tiny.cursor - tiny.start == 5 and tiny.end - tiny.cursor_end == 3
+
+
+def test_halving_keeps_a_useful_window_near_the_top_of_a_file():
+    budget = ContextBudget()
+    for _ in range(3):
+        budget = budget.halved()
+    w = window_at(18, budget=budget)
+    assert DOC.line_of(w.start) < 18  # not just the cursor line
+
+
+def test_completion_shape():
+    assert completion_shape("x = f(", "value)").multiline is False
+    assert completion_shape("x = f(", ")").multiline is True
+    assert completion_shape("    def f(self):", "") == completion_shape("    def f(self):", "  ")
+    assert completion_shape("    def f(self):", "").indent == 5
+    assert completion_shape("        ", "").indent == 8
+    assert completion_shape("    return ", "").indent == 4

@@ -1,0 +1,168 @@
+"""Golden cases for every inline post-processing rule: document with a cursor (|), raw model text ->
+what the editor shows. Pure functions, no model."""
+
+from __future__ import annotations
+
+import pytest
+
+from lsp_server.context import completion_shape
+from lsp_server.postprocess import (
+    CHAIN,
+    Candidate,
+    RuleContext,
+    balance_brackets,
+    block_end,
+    drop_blank,
+    limit_scope,
+    postprocess,
+    trim_suffix_overlap,
+    trim_trailing_whitespace,
+)
+
+CURSOR = "|"
+
+
+def ctx_for(document: str, max_lines: int = 16) -> RuleContext:
+    """RuleContext for a document written with one `|` where the cursor is."""
+    before, after = document.split(CURSOR)
+    line_prefix = before.rsplit("\n", 1)[-1]
+    line_suffix, _, next_lines = after.partition("\n")
+    shape = completion_shape(line_prefix, line_suffix)
+    return RuleContext(
+        prefix=before,
+        line_prefix=line_prefix,
+        line_suffix=line_suffix,
+        next_lines=next_lines,
+        multiline=shape.multiline,
+        indent=shape.indent,
+        max_lines=max_lines,
+    )
+
+
+# -- limit_scope: single line when word characters follow the cursor, else the current block ----------
+
+
+@pytest.mark.parametrize(
+    ("document", "raw", "expected"),
+    [
+        # a word follows the cursor: the rest of this line only
+        ("x = compute(|value)\n", "2 * \nmore", "2 * "),
+        # nothing but a closing bracket follows: multi-line allowed, up to the end of the block
+        ("def f(a):\n    return g(|)\n", "a,\n          b", "a,\n          b"),
+        # after a line that opens a block: the body, stopping at the first line back at the def's indent
+        ("def f(a):|\n", "\n    b = a + 1\n    return b\ndef g():\n    pass", "\n    b = a + 1\n    return b"),
+        # inside a body: stop before the dedent
+        (
+            "class A:\n    def f(self):\n        |",
+            "x = 1\n        return x\n    def g(self):",
+            "x = 1\n        return x",
+        ),
+        # CRLF from the model is normalised before scoping
+        ("v = |", "1\r\nw = 2", "1\nw = 2"),
+    ],
+)
+def test_limit_scope(document, raw, expected):
+    assert limit_scope(ctx_for(document), Candidate(raw)).text == expected
+
+
+def test_limit_scope_caps_the_number_of_lines():
+    raw = "\n".join(f"    x{i} = {i}" for i in range(10))
+    out = limit_scope(ctx_for("def f():\n    |", max_lines=3), Candidate(raw))
+    assert out.text.count("\n") == 2
+
+
+def test_block_end_keeps_blank_lines_inside_the_block():
+    text = "a = 1\n\n    b = 2\nc = 3"
+    assert text[: block_end(text, indent=4, max_lines=16)] == "a = 1\n\n    b = 2"
+
+
+# -- trim_trailing_whitespace ------------------------------------------------------------------------
+
+
+def test_trim_trailing_whitespace():
+    assert trim_trailing_whitespace(ctx_for("x = |"), Candidate("1  \n\n")).text == "1"
+    assert trim_trailing_whitespace(ctx_for("x = |"), Candidate("  1")).text == "  1"
+
+
+# -- trim_suffix_overlap: never repeat what already follows the cursor ---------------------------------
+
+
+@pytest.mark.parametrize(
+    ("document", "raw", "expected"),
+    [
+        ("print(|)\n", "total)", "total"),  # the auto-closed bracket is already there
+        ("items = [|]\n", "1, 2]", "1, 2"),
+        ('name = "|"\n', 'bob"', "bob"),
+        ("f(|))\n", "a))", "a"),  # two closers already follow
+        # the model wrote the whole rest of the line again
+        ("result = |value + 1\n", "value + 1", ""),
+        # one shared word character is coincidence, not repetition: keep it
+        ("y = |x + 1\n", "a + x", "a + x"),
+        # whole lines equal to the document's next lines are dropped
+        ("def f():\n    |\n    return x\n", "x = 1\n    return x", "x = 1"),
+        ("def f():\n    |\n    return x\n", "x = 1\n    return y", "x = 1\n    return y"),
+    ],
+)
+def test_trim_suffix_overlap(document, raw, expected):
+    assert trim_suffix_overlap(ctx_for(document), Candidate(raw)).text == expected
+
+
+# -- balance_brackets --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("document", "raw", "expected", "replace"),
+    [
+        # a closer that closes nothing is cut, with what follows it
+        ("x = |\n", "a) + 1", "a", 0),
+        ("x = |\n", "[1, 2)]", "[1, 2", 0),
+        # closing a bracket opened before the cursor is fine
+        ("total = sum(|\n", "values) + 1", "values) + 1", 0),
+        # ...and when the editor auto-closed it after the cursor, the item replaces that character
+        ("total = sum(|)\n", "values) + 1", "values) + 1", 1),
+        ("d = {'a': [|]}\n", "1]}", "1]}", 2),
+        # brackets inside strings and comments do not count
+        ("s = |\n", "'(' + x  # )", "'(' + x  # )", 0),
+        ('print("|")\n', ')")', ')")', 0),
+        # balanced inside the completion: untouched
+        ("x = |\n", "f(a[0], {1: 2})", "f(a[0], {1: 2})", 0),
+    ],
+)
+def test_balance_brackets(document, raw, expected, replace):
+    out = balance_brackets(ctx_for(document), Candidate(raw))
+    assert (out.text, out.replace_chars) == (expected, replace)
+
+
+# -- drop_blank ---------------------------------------------------------------------------------------
+
+
+def test_drop_blank():
+    assert drop_blank(ctx_for("x = |"), Candidate("  \n\t")) is None
+    assert drop_blank(ctx_for("x = |"), Candidate("")) is None
+    assert drop_blank(ctx_for("x = |"), Candidate("1")) == Candidate("1")
+
+
+# -- the whole chain ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("document", "raw", "expected"),
+    [
+        ("print(|)\n", "total)", Candidate("total)", 1)),
+        # the model closed the bracket itself and went on: the item replaces the auto-closed one
+        ("print(|)\n", "total)\nprint(other)", Candidate("total)\nprint(other)", 1)),
+        ('name = "|"\n', 'bob"', Candidate("bob")),
+        ("total = sum(|)\n", "values) + 1  \n", Candidate("values) + 1", 1)),
+        ("def f(a):|\n", "\n    return a\n\n\ndef g():\n", Candidate("\n    return a")),
+        ("x = |value\n", "\n", None),  # single-line mode and the model went to the next line
+        ("x = |\n", "   ", None),
+        ("x = |\n", ")", None),  # only a stray closer
+    ],
+)
+def test_chain(document, raw, expected):
+    assert postprocess(ctx_for(document), raw) == expected
+
+
+def test_chain_order_is_fixed():
+    names = [rule.__name__ for rule in CHAIN]
+    assert names == ["limit_scope", "trim_trailing_whitespace", "balance_brackets", "trim_suffix_overlap", "drop_blank"]

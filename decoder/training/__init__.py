@@ -1,0 +1,1 @@
+"""Training the embedded default model: tokenizer, corpus, examples, objective, trainer, GPU recipe."""

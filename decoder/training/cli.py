@@ -1,0 +1,100 @@
+"""`parafill train` (and `parafill corpus`) arguments and entry points; lsp_server.cli wires them in."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from decoder.training.prepare import add_corpus_arguments, run_corpus
+from decoder.training.sizes import SIZES
+from decoder.training.trainer import TrainConfig, Trainer, default_threads
+
+__all__ = ["add_corpus_arguments", "add_train_arguments", "run_corpus", "run_train"]
+
+
+def add_train_arguments(parser: argparse.ArgumentParser) -> None:
+    d = TrainConfig(corpus="", run_dir="")
+    parser.add_argument("--corpus", required=True, help="corpus folder built by `parafill corpus` (shards + tokenizer)")
+    parser.add_argument("--run", required=True, help="run folder (log, checkpoint); e.g. runs/cpu-5m")
+    parser.add_argument("--size", default=d.size, choices=sorted(SIZES))
+    parser.add_argument("--seq-len", type=int, default=d.seq_len)
+    parser.add_argument("--batch-size", type=int, default=d.batch_size)
+    parser.add_argument("--lr", type=float, default=d.lr)
+    parser.add_argument("--warmup-steps", type=int, default=d.warmup_steps)
+    parser.add_argument("--max-steps", type=int, default=None)
+    parser.add_argument("--time-budget-minutes", type=float, default=None)
+    parser.add_argument(
+        "--ar-fraction",
+        type=float,
+        default=d.ar_fraction,
+        help="share of the run spent on AR-only pretraining before the joint objective",
+    )
+    parser.add_argument("--block-sizes", default=",".join(map(str, d.block_sizes)))
+    parser.add_argument("--fim-rate", type=float, default=d.fim_rate)
+    parser.add_argument("--explain-rate", type=float, default=d.explain_rate)
+    parser.add_argument("--eval-every-minutes", type=float, default=d.eval_every_minutes)
+    parser.add_argument("--eval-windows", type=int, default=d.eval_windows)
+    parser.add_argument("--checkpoint-every-minutes", type=float, default=d.checkpoint_every_minutes)
+    parser.add_argument("--export-every-minutes", type=float, default=d.export_every_minutes)
+    parser.add_argument("--export", default=None, help="write the HF model folder here (periodically and at the end)")
+    parser.add_argument("--dtype", default=d.dtype, choices=["bf16", "fp32"], help="autocast dtype")
+    parser.add_argument("--compile", action="store_true", help="torch.compile the model (pays on GPU)")
+    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: min(2, cores))")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--seed", type=int, default=d.seed)
+    parser.add_argument("--init-from", default=None, help="start from this model folder's weights")
+    parser.add_argument("--resume", action="store_true", help="continue from RUN/checkpoint")
+    parser.add_argument("--no-progress", action="store_true")
+
+
+def config_from_args(args: argparse.Namespace) -> TrainConfig:
+    return TrainConfig(
+        corpus=args.corpus,
+        run_dir=args.run,
+        size=args.size,
+        seq_len=args.seq_len,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        warmup_steps=args.warmup_steps,
+        max_steps=args.max_steps,
+        time_budget_minutes=args.time_budget_minutes,
+        ar_fraction=args.ar_fraction,
+        block_sizes=tuple(int(b) for b in args.block_sizes.split(",")),
+        fim_rate=args.fim_rate,
+        explain_rate=args.explain_rate,
+        eval_every_minutes=args.eval_every_minutes,
+        eval_windows=args.eval_windows,
+        checkpoint_every_minutes=args.checkpoint_every_minutes,
+        export_every_minutes=args.export_every_minutes,
+        export_dir=args.export,
+        dtype=args.dtype,
+        compile=args.compile,
+        threads=args.threads or (default_threads() if args.device == "cpu" else None),
+        device=args.device,
+        seed=args.seed,
+        init_from=args.init_from,
+        resume=args.resume,
+        progress=not args.no_progress,
+    )
+
+
+def run_train(args: argparse.Namespace) -> int:
+    cfg = config_from_args(args)
+    if cfg.max_steps is None and cfg.time_budget_minutes is None:
+        raise SystemExit("give --max-steps or --time-budget-minutes")
+    result = Trainer(cfg, log=print).fit()
+    print(json.dumps(result, indent=1, default=str))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m decoder.training.cli")
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    add_train_arguments(sub.add_parser("train", help="train (or continue training) a model"))
+    add_corpus_arguments(sub.add_parser("corpus", help="build a corpus folder (manifest, tokenizer, shards)"))
+    args = parser.parse_args(argv)
+    return run_train(args) if args.cmd == "train" else run_corpus(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,449 @@
+"""Train loop: AdamW, warmup + cosine, grad clip, bf16 autocast, periodic validation, checkpoints, export.
+
+Schedule. Progress p in [0, 1] is the larger of step/max_steps and elapsed/time_budget, so a run bounded
+by wall-clock time still anneals its learning rate to the end. Stage by progress: p < ar_fraction trains
+AR only (causal next-token on x_0: one L-token forward), the rest trains the joint block-diffusion
+objective (a 2L-token forward: masked CE + next-token CE). This is how Fast-dLLM v2 turns an AR model into
+a block-diffusion one, and on a CPU it buys about twice the tokens for the first stage.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from tokenizers import Tokenizer
+
+from decoder.checkpoint import load_model, save_model
+from decoder.masks import training_mask
+from decoder.model import CausalLM
+from decoder.training import corpus as C
+from decoder.training.examples import Batcher, MixConfig, byte_table, eval_windows, newline_table
+from decoder.training.objective import ar_loss, block_diffusion_loss, diffusion_targets, noise
+from decoder.training.sizes import model_config
+from decoder.training.state import load_checkpoint, save_checkpoint
+from decoder.training.tokenizer_train import SPECIAL_IDS, tokenizer_config
+
+MASK_ID = SPECIAL_IDS["<|mask|>"]
+
+
+@dataclass
+class TrainConfig:
+    corpus: str
+    run_dir: str
+    size: str = "5m"
+    seq_len: int = 256
+    batch_size: int = 16
+    lr: float = 2e-3
+    min_lr_ratio: float = 0.1
+    warmup_steps: int = 100
+    weight_decay: float = 0.1
+    grad_clip: float = 1.0
+    max_steps: int | None = None
+    time_budget_minutes: float | None = None
+    ar_fraction: float = 0.55  # share of the run in the AR-only stage (0: joint from the start)
+    block_sizes: tuple[int, ...] = (4, 8, 16, 32)
+    fim_rate: float = 0.5
+    explain_rate: float = 0.05
+    eval_every_minutes: float = 10.0
+    eval_windows: int = 64
+    eval_batch: int = 16
+    checkpoint_every_minutes: float = 10.0
+    export_every_minutes: float = 20.0
+    export_dir: str | None = None
+    dtype: str = "bf16"  # autocast dtype: bf16 or fp32
+    compile: bool = False
+    threads: int | None = None
+    device: str = "cpu"
+    seed: int = 0
+    init_from: str | None = None
+    resume: bool = False
+    progress: bool = True
+    hardware: str = field(default_factory=lambda: platform.processor() or platform.machine())
+
+
+def lr_at(cfg: TrainConfig, step: int, progress: float) -> float:
+    if step < cfg.warmup_steps:
+        return cfg.lr * (step + 1) / cfg.warmup_steps
+    cos = 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
+    return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * cos)
+
+
+def init_weights(model: CausalLM) -> None:
+    """GPT-2 style: N(0, 0.02), residual output projections scaled down by sqrt(2 * layers)."""
+    n_layers = model.config.num_hidden_layers
+    for name, p in model.named_parameters():
+        if name.endswith("norm.weight") or "layernorm" in name:
+            torch.nn.init.ones_(p)
+        elif name.endswith(".bias"):
+            torch.nn.init.zeros_(p)
+        elif name.endswith(("o_proj.weight", "down_proj.weight")):
+            torch.nn.init.normal_(p, 0.0, 0.02 / math.sqrt(2 * n_layers))
+        else:
+            torch.nn.init.normal_(p, 0.0, 0.02)
+
+
+def make_optimizer(model: CausalLM, cfg: TrainConfig) -> torch.optim.AdamW:
+    decay = [p for n, p in model.named_parameters() if p.ndim >= 2]
+    no_decay = [p for n, p in model.named_parameters() if p.ndim < 2]
+    groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    fused = cfg.device.startswith("cuda")
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, 0.95), eps=1e-8, fused=fused)
+
+
+class Trainer:
+    def __init__(self, cfg: TrainConfig, log: Callable[[str], None] | None = None) -> None:
+        self.cfg = cfg
+        self.run = Path(cfg.run_dir)
+        self.run.mkdir(parents=True, exist_ok=True)
+        self._log_file = (self.run / "train.log").open("a", encoding="utf-8")
+        self._log_fn = log
+        if cfg.threads:
+            torch.set_num_threads(cfg.threads)
+        torch.manual_seed(cfg.seed)
+        self.device = torch.device(cfg.device)
+        corpus = Path(cfg.corpus)
+        self.tokenizer = Tokenizer.from_file(str(corpus / "tokenizer.json"))
+        self.shards = C.read_shards_meta(corpus)
+        self.newline = newline_table(self.tokenizer)
+        self.bytes_of = torch.from_numpy(byte_table(self.tokenizer))
+        explain = corpus / "explain_train.bin"
+        self.np_rng = np.random.default_rng(cfg.seed)
+        self.batcher = Batcher(
+            C.load_shard(corpus / "train.bin"),
+            cfg.seq_len,
+            self.newline,
+            explain=C.load_shard(explain) if explain.is_file() and explain.stat().st_size else None,
+            mix=MixConfig(fim_rate=cfg.fim_rate, explain_rate=cfg.explain_rate),
+            seed=cfg.seed,
+        )
+        self.batcher.rng = self.np_rng
+        self.val = eval_windows(C.load_shard(corpus / "val.bin"), cfg.seq_len, cfg.eval_windows)
+        vocab = self.tokenizer.get_vocab_size()
+        if cfg.init_from:
+            self.model = load_model(cfg.init_from, dtype=torch.float32)
+            if self.model.config.vocab_size != vocab:
+                raise ValueError(
+                    f"--init-from model has vocab {self.model.config.vocab_size}, corpus tokenizer {vocab}"
+                )
+        else:
+            self.model = CausalLM(model_config(cfg.size, vocab, max_positions=max(4096, cfg.seq_len)))
+            init_weights(self.model)
+        self.model.to(self.device).train()
+        self.opt = make_optimizer(self.model, cfg)
+        self.step = 0
+        self.tokens = 0
+        self.elapsed = 0.0
+        self.metrics: dict[str, Any] = {}
+        self.history: list[dict[str, Any]] = []
+        ckpt = self.run / "checkpoint"
+        if cfg.resume and ckpt.is_dir():
+            body = load_checkpoint(ckpt, self.model, self.opt, self.np_rng)
+            self.step, self.tokens, self.elapsed = body["step"], body["tokens"], body["elapsed"]
+            self.metrics, self.history = body.get("metrics", {}), body.get("history", [])
+            self.log(f"resumed from {ckpt} at step {self.step}, {self.tokens:,} tokens, {self.elapsed / 60:.1f} min")
+        self.fwd = self.model
+        if cfg.compile:
+            self.fwd = torch.compile(self.model)
+        self.autocast_dtype = torch.bfloat16 if cfg.dtype == "bf16" else None
+        self.gen = torch.Generator(device=self.device)
+        self.gen.manual_seed(cfg.seed + self.step)
+
+    # ------------------------------------------------------------------------------------------ utils
+
+    def log(self, msg: str) -> None:
+        line = f"[{time.strftime('%H:%M:%S')}] {msg}"
+        self._log_file.write(line + "\n")
+        self._log_file.flush()
+        if self._log_fn:
+            self._log_fn(line)
+
+    def autocast(self):
+        return torch.autocast(
+            self.device.type, dtype=self.autocast_dtype or torch.bfloat16, enabled=self.autocast_dtype is not None
+        )
+
+    def progress(self) -> float:
+        cfg = self.cfg
+        parts = []
+        if cfg.max_steps:
+            parts.append(self.step / cfg.max_steps)
+        if cfg.time_budget_minutes:
+            parts.append(self.elapsed / (cfg.time_budget_minutes * 60))
+        return max(parts) if parts else 0.0
+
+    def stage(self) -> str:
+        return "ar" if self.progress() < self.cfg.ar_fraction else "joint"
+
+    def done(self) -> bool:
+        cfg = self.cfg
+        if cfg.max_steps is None and cfg.time_budget_minutes is None:
+            raise ValueError("give max_steps or time_budget_minutes")
+        return self.progress() >= 1.0
+
+    # ----------------------------------------------------------------------------------------- train
+
+    def train_step(self) -> dict[str, float]:
+        cfg = self.cfg
+        stage = self.stage()
+        lr = lr_at(cfg, self.step, self.progress())
+        for g in self.opt.param_groups:
+            g["lr"] = lr
+        x = self.batcher.batch(cfg.batch_size).to(self.device, non_blocking=True)
+        with self.autocast():
+            if stage == "ar":
+                out = ar_loss(self.fwd, x)
+                block = 0
+            else:
+                # One block size per batch (the mask is shared by the batch); mixed across batches.
+                block = int(cfg.block_sizes[int(self.np_rng.integers(len(cfg.block_sizes)))])
+                out = block_diffusion_loss(self.fwd, x, block, MASK_ID, self.gen)
+        out.loss.backward()
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
+        self.opt.step()
+        self.opt.zero_grad(set_to_none=True)
+        self.step += 1
+        self.tokens += x.numel()
+        return {
+            "loss": float(out.loss.detach()),
+            "ar": float(out.ar),
+            "masked": float(out.masked) if out.masked is not None else float("nan"),
+            "grad_norm": float(grad_norm),
+            "lr": lr,
+            "block": block,
+        }
+
+    @torch.no_grad()
+    def evaluate(self) -> dict[str, float]:
+        """Bits per byte on the validation windows: AR (clean next-token) and masked (block diffusion)."""
+        self.model.eval()
+        gen = torch.Generator(device=self.device)
+        gen.manual_seed(1234)  # the same noise every evaluation, so numbers compare across steps
+        ar_nats = ar_bytes = m_nats = m_bytes = 0.0
+        ar_tokens = 0
+        L = self.cfg.seq_len
+        bytes_of = self.bytes_of.to(self.device)
+        for i in range(0, len(self.val), self.cfg.eval_batch):
+            x = self.val[i : i + self.cfg.eval_batch].to(self.device)
+            with self.autocast():
+                pos = torch.arange(L, device=self.device).expand(x.shape[0], L)
+                h = self.fwd(x, pos)
+                logits = self.model.logits(h[:, :-1]).float()
+            ce = torch.nn.functional.cross_entropy(logits.transpose(1, 2), x[:, 1:], reduction="none")
+            ar_nats += float(ce.sum())
+            ar_bytes += float(bytes_of[x[:, 1:]].sum())
+            ar_tokens += ce.numel()
+            block = 16 if L % 16 == 0 else L
+            xt, masked = noise(x, block, MASK_ID, gen)
+            pos2 = torch.arange(L, device=self.device).repeat(2).expand(x.shape[0], 2 * L)
+            with self.autocast():
+                h2 = self.fwd(torch.cat((xt, x), 1), pos2, attn_mask=training_mask(L, block, device=self.device))
+                sel = diffusion_targets(masked, block)
+                ml = self.model.logits(h2[:, : L - 1][sel]).float()
+            tgt = x[:, 1:][sel]
+            m_nats += float(torch.nn.functional.cross_entropy(ml, tgt, reduction="sum"))
+            m_bytes += float(bytes_of[tgt].sum())
+        self.model.train()
+        ln2 = math.log(2)
+        return {
+            "val_ar_bpb": ar_nats / ln2 / max(ar_bytes, 1),
+            "val_ar_loss": ar_nats / max(ar_tokens, 1),
+            "val_masked_bpb": m_nats / ln2 / max(m_bytes, 1),
+        }
+
+    # ----------------------------------------------------------------------------------------- save
+
+    def meta(self) -> dict[str, Any]:
+        return {
+            "step": self.step,
+            "tokens": self.tokens,
+            "elapsed": self.elapsed,
+            "metrics": self.metrics,
+            "history": self.history[-200:],
+            "train_config": asdict(self.cfg),
+        }
+
+    def save_checkpoint(self) -> None:
+        save_checkpoint(self.run / "checkpoint", self.model, self.opt, self.meta(), self.np_rng)
+
+    def export(self, folder: str | Path) -> Path:
+        """HF model folder: config.json (+mask_token_id), fp16 safetensors, tokenizer, model card."""
+        folder = Path(folder)
+        tmp = folder.with_name(folder.name + ".tmp")
+        tmp.mkdir(parents=True, exist_ok=True)
+        save_model(self.model, tmp, dtype=torch.float16)
+        self.tokenizer.save(str(tmp / "tokenizer.json"))
+        (tmp / "tokenizer_config.json").write_text(json.dumps(tokenizer_config(), indent=2) + "\n")
+        training = {
+            "tokens_seen": self.tokens,
+            "steps": self.step,
+            "train_minutes": round(self.elapsed / 60, 1),
+            "hardware": self.hardware(),
+            "metrics": self.metrics,
+            "train_config": asdict(self.cfg),
+            "corpus": self.shards.get("summary", {}),
+            "corpus_shards": self.shards.get("shards", {}),
+            "tokenizer_sha256": self.shards.get("tokenizer_sha256"),
+        }
+        (tmp / "training.json").write_text(json.dumps(training, indent=1) + "\n")
+        (tmp / "README.md").write_text(model_card(self.model, training))
+        if folder.exists():
+            import shutil
+
+            shutil.rmtree(folder)
+        tmp.rename(folder)
+        return folder
+
+    def hardware(self) -> str:
+        if self.device.type == "cuda":
+            return torch.cuda.get_device_name(self.device)
+        return f"CPU {self.cfg.hardware}, {torch.get_num_threads()} threads"
+
+    # ------------------------------------------------------------------------------------------ loop
+
+    def fit(self) -> dict[str, Any]:
+        cfg = self.cfg
+        n_params = self.model.num_parameters()
+        self.log(f"model {cfg.size}: {n_params / 1e6:.2f}M parameters; config {json.dumps(asdict(cfg))}")
+        bar = None
+        if cfg.progress:
+            from tqdm import tqdm
+
+            bar = tqdm(total=cfg.max_steps, initial=self.step, dynamic_ncols=True, mininterval=2.0)
+        last_eval = last_ckpt = last_export = self.elapsed
+        win_tokens, win_time = 0, 0.0
+        ema: dict[str, float] = {}
+        stage = self.stage()
+        while not self.done():
+            t0 = time.perf_counter()
+            out = self.train_step()
+            if self.device.type == "cuda":
+                torch.cuda.synchronize()
+            dt = time.perf_counter() - t0
+            self.elapsed += dt
+            win_tokens += cfg.batch_size * cfg.seq_len
+            win_time += dt
+            for k in ("loss", "ar", "masked"):
+                v = out[k]
+                if not math.isnan(v):
+                    ema[k] = v if k not in ema else 0.95 * ema[k] + 0.05 * v
+            tps = win_tokens / max(win_time, 1e-9)
+            if win_time > 60:
+                win_tokens, win_time = 0, 0.0
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(
+                    stage=self.stage(),
+                    loss=f"{ema.get('loss', 0):.3f}",
+                    ar=f"{ema.get('ar', 0):.3f}",
+                    masked=f"{ema.get('masked', float('nan')):.3f}",
+                    tok_s=f"{tps:.0f}",
+                    lr=f"{out['lr']:.1e}",
+                )
+            if self.step % 50 == 0:
+                self.log(
+                    f"step {self.step} {self.stage()} loss {ema.get('loss', 0):.4f} ar {ema.get('ar', 0):.4f} "
+                    f"masked {ema.get('masked', float('nan')):.4f} lr {out['lr']:.2e} gnorm {out['grad_norm']:.2f} "
+                    f"tok/s {tps:.0f} tokens {self.tokens:,} elapsed {self.elapsed / 60:.1f}m"
+                )
+                self.metrics["train_tokens_per_s"] = round(tps, 1)
+            if self.stage() != stage:
+                self.log(f"stage {stage} -> {self.stage()} at step {self.step}, {self.tokens:,} tokens")
+                if cfg.export_dir:
+                    self._eval_and_export(f"end of {stage} stage")
+                    last_export = last_eval = self.elapsed
+                stage = self.stage()
+            if self.elapsed - last_eval >= cfg.eval_every_minutes * 60:
+                self._eval()
+                last_eval = self.elapsed
+            if self.elapsed - last_ckpt >= cfg.checkpoint_every_minutes * 60:
+                self.save_checkpoint()
+                last_ckpt = self.elapsed
+            if cfg.export_dir and self.elapsed - last_export >= cfg.export_every_minutes * 60:
+                self.export(cfg.export_dir)
+                self.log(f"exported {cfg.export_dir}")
+                last_export = self.elapsed
+        if bar is not None:
+            bar.close()
+        self._eval()
+        self.save_checkpoint()
+        if cfg.export_dir:
+            self.export(cfg.export_dir)
+            self.log(f"exported {cfg.export_dir}")
+        self.log(f"done: step {self.step}, {self.tokens:,} tokens, {self.elapsed / 60:.1f} min")
+        return {"step": self.step, "tokens": self.tokens, "elapsed": self.elapsed, **self.metrics}
+
+    def _eval(self) -> None:
+        t = time.perf_counter()
+        m = self.evaluate()
+        self.metrics.update(m)
+        self.metrics["tokens_seen"] = self.tokens
+        self.history.append({"step": self.step, "tokens": self.tokens, "stage": self.stage(), **m})
+        self.log(
+            f"eval step {self.step}: "
+            + ", ".join(f"{k} {v:.4f}" for k, v in m.items())
+            + f" ({time.perf_counter() - t:.0f}s)"
+        )
+
+    def _eval_and_export(self, why: str) -> None:
+        self._eval()
+        self.save_checkpoint()
+        self.export(self.cfg.export_dir)  # type: ignore[arg-type]
+        self.log(f"exported {self.cfg.export_dir} ({why})")
+
+
+def model_card(model: CausalLM, training: dict[str, Any]) -> str:
+    cfg = model.config
+    corpus = training.get("corpus", {})
+    m = training.get("metrics", {})
+    tc = training.get("train_config", {})
+    lines = [
+        "# parafill default model",
+        "",
+        "A small Qwen2-architecture code model trained from scratch by parafill's own training pipeline",
+        "(`decoder/training`): AR next-token pretraining, then the joint block-diffusion objective",
+        "(noisy + clean streams in one forward, masked-token CE + next-token CE), so one set of weights serves",
+        "both the block-diffusion inline-completion decoder and the AR explain decoder.",
+        "",
+        "## Model",
+        f"- parameters: {model.num_parameters():,} (tied embeddings)",
+        f"- hidden {cfg.hidden_size}, layers {cfg.num_hidden_layers}, heads {cfg.num_attention_heads} "
+        f"(kv {cfg.num_key_value_heads}), intermediate {cfg.intermediate_size}, vocab {cfg.vocab_size}",
+        f"- mask token id {cfg.mask_token_id}; special tokens ids 0-7: " + ", ".join(f"`{t}`" for t in SPECIAL_IDS),
+        "- weights: fp16 safetensors; tokenizer: byte-level BPE (`tokenizer.json`), load it with "
+        "`PreTrainedTokenizerFast`, not `AutoTokenizer` (which would pick Qwen2Tokenizer)",
+        "",
+        "## Training",
+        f"- tokens seen: {training['tokens_seen']:,} in {training['steps']:,} steps, "
+        f"{training['train_minutes']} minutes on {training['hardware']}",
+        f"- sequence {tc.get('seq_len')}, batch {tc.get('batch_size')}, lr {tc.get('lr')} (warmup + cosine), "
+        f"AR-only share {tc.get('ar_fraction')}, block sizes {tc.get('block_sizes')}, "
+        f"FIM rate {tc.get('fim_rate')} (SPM/PSM), explain rate {tc.get('explain_rate')}",
+        "",
+        "## Corpus",
+        f"- {corpus.get('files', '?')} Python files after exact dedupe "
+        f"({corpus.get('duplicates_skipped', '?')} duplicates skipped)",
+    ]
+    for name, s in corpus.get("sources", {}).items():
+        lines.append(f"- source {name}: {s['files']} files, {s['bytes'] / 1e6:.1f} MB")
+    for name, s in corpus.get("splits", {}).items():
+        lines.append(f"- split {name}: {s['files']} files, {s['modules']} modules, {s['bytes'] / 1e6:.1f} MB")
+    lines += ["", "## Metrics (validation split: held-out modules)"]
+    for k in ("val_ar_bpb", "val_masked_bpb", "val_ar_loss", "train_tokens_per_s"):
+        if k in m:
+            lines.append(f"- {k}: {m[k]:.4f}" if isinstance(m[k], float) else f"- {k}: {m[k]}")
+    lines += ["", "Full numbers: `training.json`.", ""]
+    return "\n".join(lines)
+
+
+def default_threads() -> int:
+    return max(1, min(os.cpu_count() or 1, 2))

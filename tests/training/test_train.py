@@ -1,0 +1,90 @@
+"""A tiny model trains on the tiny corpus, resumes exactly, and exports a folder that reloads bit-identically."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+from decoder.checkpoint import load_model, save_model
+from decoder.tokenizer import TextTokenizer
+from decoder.training.trainer import TrainConfig, Trainer
+
+
+def tiny_cfg(corpus: Path, run: Path, **kw) -> TrainConfig:
+    base = dict(
+        corpus=str(corpus),
+        run_dir=str(run),
+        size="tiny",
+        seq_len=64,
+        batch_size=8,
+        lr=5e-3,
+        warmup_steps=5,
+        eval_windows=4,
+        eval_batch=4,
+        threads=2,
+        progress=False,
+        eval_every_minutes=1e9,
+        checkpoint_every_minutes=1e9,
+        export_every_minutes=1e9,
+    )
+    base.update(kw)
+    return TrainConfig(**base)
+
+
+def test_tiny_model_loss_falls_in_both_stages(tiny_corpus: Path, tmp_path: Path) -> None:
+    trainer = Trainer(tiny_cfg(tiny_corpus, tmp_path / "run", max_steps=60, ar_fraction=0.5))
+    ar, masked = [], []
+    while not trainer.done():
+        out = trainer.train_step()
+        (ar if out["block"] == 0 else masked).append(out)
+    assert sum(o["ar"] for o in ar[:5]) / 5 > sum(o["ar"] for o in ar[-5:]) / 5 + 1.0
+    assert all(o["block"] in (4, 8, 16, 32) for o in masked)
+    assert sum(o["masked"] for o in masked[:5]) > sum(o["masked"] for o in masked[-5:])
+    metrics = trainer.evaluate()
+    assert 0 < metrics["val_ar_bpb"] < 8 and 0 < metrics["val_masked_bpb"] < 8
+
+
+def test_resume_restores_weights_optimizer_and_data_order(tiny_corpus: Path, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    a = Trainer(tiny_cfg(tiny_corpus, run, max_steps=6))
+    a.fit()
+    b = Trainer(tiny_cfg(tiny_corpus, run, max_steps=6, resume=True))
+    assert b.step == 6 and b.tokens == a.tokens
+    for (name, pa), pb in zip(a.model.state_dict().items(), b.model.state_dict().values(), strict=True):
+        assert torch.equal(pa, pb), name
+    sa, sb = a.opt.state_dict()["state"], b.opt.state_dict()["state"]
+    assert all(torch.equal(sa[k]["exp_avg_sq"], sb[k]["exp_avg_sq"]) for k in sa)
+    assert torch.equal(a.batcher.batch(4), b.batcher.batch(4))  # same data from here on
+    assert "step 6" in (run / "train.log").read_text()
+
+
+def test_saved_model_reloads_bit_identically(tiny_corpus: Path, tmp_path: Path) -> None:
+    trainer = Trainer(tiny_cfg(tiny_corpus, tmp_path / "run", max_steps=2))
+    trainer.fit()
+    model = trainer.model.float().eval()
+    x = torch.randint(8, model.config.vocab_size, (2, 16))
+    pos = torch.arange(16).expand(2, 16)
+    for dtype in (torch.float32, torch.float16):
+        save_model(model, tmp_path / str(dtype), dtype=dtype)
+        loaded = load_model(tmp_path / str(dtype), dtype=torch.float32)
+        for name, tensor in model.state_dict().items():
+            assert torch.equal(loaded.state_dict()[name], tensor.to(dtype).float()), name
+        if dtype == torch.float32:
+            with torch.no_grad():
+                assert torch.equal(loaded.logits(loaded(x, pos)), model.logits(model(x, pos)))
+
+
+def test_export_is_a_complete_model_folder(tiny_corpus: Path, tmp_path: Path) -> None:
+    out = tmp_path / "export"
+    trainer = Trainer(tiny_cfg(tiny_corpus, tmp_path / "run", max_steps=3, export_dir=str(out)))
+    trainer.fit()
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["model_type"] == "qwen2" and cfg["mask_token_id"] == 5 and cfg["dtype"] == "float16"
+    tok = TextTokenizer.from_folder(out)
+    assert tok.special.mask == 5 and tok.special.has_fim and tok.special.explain_text == 7
+    card = (out / "README.md").read_text()
+    assert "tokens seen" in card and "Corpus" in card
+    assert json.loads((out / "training.json").read_text())["tokens_seen"] == trainer.tokens
+    assert load_model(out).config.tie_word_embeddings

@@ -300,14 +300,15 @@ def _combine(parts: tuple[Tensor, Tensor, Tensor, Tensor], n: int, V: int, maske
     masked_b = _as_bytes(masked)
     fallback_b = masked_b if fallback is None else _as_bytes(fallback)
     block_r = max(2, triton.next_power_of_2(block_size))
-    # Slices merged per loop step: bounded so that a [rows, slices] chunk stays in registers.
-    block_s = max(1, min(triton.next_power_of_2(n_splits), 4096 // block_r))
+    # Slices merged per loop step: bounded so that a [rows, slices] chunk stays in registers (1024 elements
+    # at 4 warps compiles without spills for sm_90).
+    block_s = max(1, min(triton.next_power_of_2(n_splits), 1024 // block_r))
     if combine_splits is not None:
         block_s = min(block_s, triton.next_power_of_2(combine_splits))
     _combine_commit_kernel[(n // block_size,)](
         *parts, n_splits, V, masked_b, fallback_b, float(threshold), block_size,
         tokens, confidence, commit.view(torch.uint8),
-        BLOCK_R=block_r, BLOCK_S=block_s, **_launch_opts(4),
+        BLOCK_R=block_r, BLOCK_S=block_s, **_launch_opts(8 if block_r >= 2048 else 4),
     )
     return tokens, confidence, commit
 
@@ -392,11 +393,16 @@ def lm_head_denoise_step(
     half = (torch.bfloat16, torch.float16)
     # The interpreter's tl.dot multiplies bf16 tiles as their raw uint16 bits: upcast there (exact).
     dot_fp32 = not (hidden.dtype == weight.dtype and hidden.dtype in half) or is_interpreted()
+    # Up to 128 rows share one pass over the weight (the bytes that matter); tile sizes and warps chosen so
+    # that the sm_90 build neither spills (greedy) nor runs out of shared memory.
     block_n = min(128, max(16, triton.next_power_of_2(n)))
+    on_gpu = hidden.device.type == "cuda"
     if block_v is None:
-        block_v = 128 if hidden.device.type == "cuda" else 32
+        block_v = (64 if block_n == 128 else 128) if on_gpu else 32
     if block_d is None:
-        block_d = 64 if hidden.device.type == "cuda" else 32
+        block_d = 64 if on_gpu else 32
+    num_warps = 4 if block_n <= 32 else 8
+    num_stages = 3 if dot_fp32 else 4
     n_row_tiles = triton.cdiv(n, block_n)
     n_tiles = triton.cdiv(V, block_v)
     if tiles_per_split is None:
@@ -408,7 +414,7 @@ def lm_head_denoise_step(
         hidden, weight, n, V, D, hidden.stride(0), hidden.stride(1), weight.stride(0), weight.stride(1),
         tiles_per_split, inv_t, seed_word, *parts, n_splits,
         BLOCK_N=block_n, BLOCK_V=block_v, BLOCK_D=block_d, SCALE=scale, SAMPLE=sample, DOT_FP32=dot_fp32,
-        **_launch_opts(4 if block_n <= 64 else 8, 3),
+        **_launch_opts(num_warps, num_stages),
     )
     return _combine(parts, n, V, masked, fallback, threshold, block_size)
 

@@ -88,9 +88,15 @@ def _logits_partial_kernel(
     s = tl.zeros([BLOCK_V], tl.float32)
     best_v = tl.full([BLOCK_V], float("-inf"), tl.float32)
     best_i = tl.zeros([BLOCK_V], tl.int32) + V  # V = "none yet"; a lane's later columns only win if strictly larger
-    for t in range(0, tiles_per_split):
-        cols = start + t * BLOCK_V + lanes
-        x = tl.load(row_ptr + cols, mask=cols < V, other=float("-inf")).to(tl.float32)
+    end = tl.minimum(start + tiles_per_split * BLOCK_V, V)
+    # Software prefetch: the next tile's load is issued before this tile's arithmetic, so two tiles per
+    # program are in flight (the lane state's registers cap how many programs share a multiprocessor).
+    cols = start + lanes
+    raw = tl.load(row_ptr + cols, mask=cols < end, other=float("-inf"))
+    for _ in range(0, tiles_per_split):
+        next_cols = cols + BLOCK_V
+        next_raw = tl.load(row_ptr + next_cols, mask=next_cols < end, other=float("-inf"))
+        x = raw.to(tl.float32)
         if SCALE:
             x = x * inv_t
         # Online max / sum-of-exp with one exp per element: e = exp(-|x - m|) rescales the old sum when x
@@ -108,6 +114,8 @@ def _logits_partial_kernel(
         take = val > best_v
         best_v = tl.where(take, val, best_v)
         best_i = tl.where(take, cols, best_i)
+        cols = next_cols
+        raw = next_raw
     row_m = tl.max(m, axis=0)
     row_s = tl.sum(tl.where(m == float("-inf"), 0.0, s * tl.exp(m - row_m)), axis=0)
     row_v = tl.max(best_v, axis=0)

@@ -33,7 +33,6 @@ from torch import Tensor
 # fails to write shows up.
 _empty: Callable[..., Tensor] = torch.empty
 
-_GOLDEN = 0x9E3779B1
 _SEED_MUL = 0x85EBCA77
 _SEED_ADD = 0x165667B1
 

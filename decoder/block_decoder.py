@@ -51,6 +51,10 @@ class _Output:
 def decode_block(
     engine: Engine, prompt_ids: list[int], params: GenerationParams, control: GenerationControl | None = None
 ) -> GenerationResult:
+    if getattr(engine, "kv_layout", "causal") == "block_causal":
+        from decoder.aligned_block_decoder import decode_aligned_blocks  # it builds on this module
+
+        return decode_aligned_blocks(engine, prompt_ids, params, control)  # type: ignore[arg-type]
     params.validate()
     control = control or GenerationControl()
     if engine.mask_token_id is None:
@@ -119,8 +123,8 @@ def _decode_one_block(
         else:
             rows = torch.cat((first_row, first_row.expand(size - 1, -1)), dim=0)  # unused rows: all committed
         steps += 1
-        on_device = masked.to(rows.device)
-        # Fallback candidates: the leftmost few masked positions, so that a lone fallback commit never
+        on_device = _current_sub_block(masked, params.sub_block_size).to(rows.device)
+        # Fallback candidates: the leftmost few candidates, so that a lone fallback commit never
         # lands on a far token (a closing bracket, a newline) that the stop rules then throw away.
         fallback = on_device & (on_device.cumsum(0) <= params.fallback_window)
         seed = None if params.seed is None else params.seed + seq.forward_passes
@@ -137,3 +141,13 @@ def _decode_one_block(
         if final > start and out.extend(block[start:final], commit_step[start:final]):
             break
     return block, steps
+
+
+def _current_sub_block(masked: torch.Tensor, sub_block_size: int | None) -> torch.Tensor:
+    """The masked positions of the leftmost sub-block that still has any (all of them without sub-blocks)."""
+    if not sub_block_size:
+        return masked
+    lo = int(masked.nonzero()[0]) // sub_block_size * sub_block_size
+    window = torch.zeros_like(masked)
+    window[lo : lo + sub_block_size] = True
+    return masked & window

@@ -16,6 +16,9 @@ class GenerationParams:
     block_size: int = 8
     threshold: float = 0.9
     fallback_window: int = 2  # when nothing passes the threshold: most confident of the leftmost N masked
+    # Commit only inside the leftmost sub-block that still has masks (Fast-dLLM v2: 8 of a 32 block);
+    # the forward still covers the whole block. None: the whole block at once.
+    sub_block_size: int | None = None
     # sampling (temperature 0 = greedy)
     temperature: float = 0.0
     top_p: float = 1.0
@@ -31,6 +34,8 @@ class GenerationParams:
             raise ValueError("threshold must be in [0, 1]")
         if self.fallback_window < 1:
             raise ValueError("fallback_window must be >= 1")
+        if self.sub_block_size is not None and not 1 <= self.sub_block_size <= self.block_size:
+            raise ValueError("sub_block_size must be in [1, block_size]")
         if self.temperature < 0 or not 0.0 < self.top_p <= 1.0:
             raise ValueError("temperature must be >= 0 and top_p in (0, 1]")
 

@@ -1,4 +1,4 @@
-"""Prompt formats the default model is trained on: FIM (SPM / PSM), explain, and token healing.
+"""Prompt formats: FIM (SPM / PSM), explain (our tokens, or an instruct model's chat template), token healing.
 
 Each part is tokenized on its own and the ids are joined, so the token boundary at the cursor is the
 same whatever surrounds it. SPM puts the suffix first (`<suffix> S <prefix> P <middle>`): typing at the
@@ -71,6 +71,75 @@ def explain_prompt(tokenizer: TextTokenizer, code: str) -> Prompt:
     if sp.explain_code is None or sp.explain_text is None:
         raise PromptFormatError("the tokenizer has no explain tokens (<|explain_code|>, <|explain_text|>)")
     return Prompt(ids=[sp.explain_code, *tokenizer.encode(code), sp.explain_text])
+
+
+EXPLAIN_INSTRUCTION = "Explain what the following code does, briefly and precisely."
+
+
+def chat_explain_prompt(
+    tokenizer: TextTokenizer,
+    code: str,
+    language: str = "python",
+    instruction: str = EXPLAIN_INSTRUCTION,
+    system: str | None = None,
+) -> Prompt:
+    """The explain request as one user turn of an instruct model, rendered with the checkpoint's template."""
+    if tokenizer.chat_template is None:
+        raise PromptFormatError("the tokenizer has no chat template (tokenizer_config.json or chat_template.jinja)")
+    messages = [] if system is None else [{"role": "system", "content": system}]
+    messages.append({"role": "user", "content": f"{instruction}\n\n```{language}\n{code}\n```"})
+    return Prompt(ids=tokenizer.encode(render_chat(tokenizer, messages)))
+
+
+def build_explain_prompt(tokenizer: TextTokenizer, code: str, language: str = "python") -> Prompt:
+    """Our explain tokens when the tokenizer has them, else the chat template, else a plain comment cue."""
+    sp = tokenizer.special
+    if sp.explain_code is not None and sp.explain_text is not None:
+        return explain_prompt(tokenizer, code)
+    if tokenizer.chat_template is not None:
+        return chat_explain_prompt(tokenizer, code, language)
+    return Prompt(ids=tokenizer.encode(f"{code}\n\n# In plain words, the code above\n#"))
+
+
+def render_chat(tokenizer: TextTokenizer, messages: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
+    """Render a chat template the way transformers does, in a sandbox (templates are data, never code).
+
+    The environment matches transformers' (trim_blocks, lstrip_blocks, loop controls, `raise_exception`,
+    a `tojson` filter); Qwen3-style templates get enable_thinking=False so the answer starts at once.
+    """
+    import json
+
+    try:
+        from jinja2 import TemplateError
+        from jinja2.ext import loopcontrols
+        from jinja2.sandbox import ImmutableSandboxedEnvironment
+    except ImportError as exc:  # jinja2 comes with torch; say so if an environment lacks it
+        raise PromptFormatError(f"rendering a chat template needs jinja2 ({exc})") from exc
+
+    def raise_exception(message: str) -> None:
+        raise PromptFormatError(f"chat template refused the messages: {message}")
+
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols])
+    env.filters["tojson"] = lambda value, indent=None, **_: json.dumps(value, indent=indent, ensure_ascii=False)
+    env.globals["raise_exception"] = raise_exception
+    config = tokenizer.token_config
+
+    def token(name: str) -> str:
+        value = config.get(name)
+        return value.get("content", "") if isinstance(value, dict) else value or ""
+
+    try:
+        template = env.from_string(tokenizer.chat_template or "")
+        return template.render(
+            messages=messages,
+            add_generation_prompt=add_generation_prompt,
+            bos_token=token("bos_token"),
+            eos_token=token("eos_token"),
+            tools=None,
+            enable_thinking=False,
+        )
+    except TemplateError as exc:
+        raise PromptFormatError(f"cannot render the chat template: {exc}") from exc
 
 
 def plain_prompt(tokenizer: TextTokenizer, text: str, token_healing: bool = False) -> Prompt:

@@ -19,6 +19,7 @@ FIM_SUFFIX = ("<|fim_suffix|>", "<fim_suffix>")
 FIM_MIDDLE = ("<|fim_middle|>", "<fim_middle>")
 FIM_PAD = ("<|fim_pad|>",)
 END_OF_TEXT = ("<|endoftext|>", "</s>", "<|end_of_text|>")
+END_OF_TURN = ("<|im_end|>", "<|eot_id|>", "<end_of_turn>")  # chat models end an answer with these
 MASK = ("<|mask|>", "[MASK]", "|<MASK>|", "<|MASK|>", "<mask>")
 EXPLAIN_CODE = ("<|explain_code|>",)
 EXPLAIN_TEXT = ("<|explain_text|>",)
@@ -45,8 +46,18 @@ class SpecialTokens:
 
 
 class TextTokenizer:
-    def __init__(self, tokenizer: Tokenizer, mask_token_id: int | None = None, mask_token: str | None = None) -> None:
+    def __init__(
+        self,
+        tokenizer: Tokenizer,
+        mask_token_id: int | None = None,
+        mask_token: str | None = None,
+        chat_template: str | None = None,
+        token_config: dict | None = None,
+    ) -> None:
         self.backend = tokenizer
+        # Jinja chat template of an instruct checkpoint (tokenizer_config.json or chat_template.jinja).
+        self.chat_template = chat_template
+        self.token_config = token_config or {}  # tokenizer_config.json as read (bos_token, eos_token, ...)
 
         def find(names: tuple[str, ...]) -> int | None:
             for name in names:
@@ -81,16 +92,32 @@ class TextTokenizer:
             tok = Tokenizer.from_file(str(path))
         except Exception as exc:  # the Rust library raises a bare Exception on malformed files
             raise TokenizerError(f"cannot read {path}: {exc}") from exc
-        mask_token = None
+        token_config: dict = {}
         cfg_path = folder / "tokenizer_config.json"
         if cfg_path.is_file():
             try:
-                mask_token = json.loads(cfg_path.read_text()).get("mask_token")
+                loaded = json.loads(cfg_path.read_text(encoding="utf-8"))
+                token_config = loaded if isinstance(loaded, dict) else {}
             except (OSError, ValueError):
-                mask_token = None
-            if isinstance(mask_token, dict):  # older AddedToken serialisation
-                mask_token = mask_token.get("content")
-        return cls(tok, mask_token_id=mask_token_id, mask_token=mask_token)
+                token_config = {}
+        mask_token = _token_text(token_config.get("mask_token"))
+        return cls(
+            tok,
+            mask_token_id=mask_token_id,
+            mask_token=mask_token,
+            chat_template=_read_chat_template(folder, token_config),
+            token_config=token_config,
+        )
+
+    def token_id(self, name: str | None) -> int | None:
+        """Id of a token given by its text (None if absent)."""
+        return None if name is None else self.backend.token_to_id(name)
+
+    def end_of_turn_ids(self) -> set[int]:
+        """Tokens that end a chat answer: the named end-of-turn tokens and tokenizer_config's eos_token."""
+        ids = {self.backend.token_to_id(n) for n in END_OF_TURN}
+        ids.add(self.token_id(_token_text(self.token_config.get("eos_token"))))
+        return {i for i in ids if i is not None}
 
     @property
     def vocab_size(self) -> int:
@@ -114,3 +141,26 @@ class TextTokenizer:
         """Decoded text of every token id alone (used by token healing)."""
         specials = self.special_ids()
         return ["" if i in specials else self.backend.decode([i]) for i in range(self.vocab_size)]
+
+
+def _token_text(value: object) -> str | None:
+    """A special token as tokenizer_config.json writes it: a string, or an AddedToken object (older files)."""
+    if isinstance(value, dict):
+        value = value.get("content")
+    return value if isinstance(value, str) else None
+
+
+def _read_chat_template(folder: Path, token_config: dict) -> str | None:
+    """The default chat template: chat_template.jinja (newer exports) or tokenizer_config.json's entry,
+    which is a string or a list of {"name", "template"} (the one named "default")."""
+    path = folder / "chat_template.jinja"
+    if path.is_file():
+        try:
+            return path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            return None
+    template = token_config.get("chat_template")
+    if isinstance(template, list):
+        named = {t.get("name"): t.get("template") for t in template if isinstance(t, dict)}
+        template = named.get("default") or next(iter(named.values()), None)
+    return template if isinstance(template, str) else None

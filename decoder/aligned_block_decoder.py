@@ -1,0 +1,140 @@
+"""Block diffusion for block-causal checkpoints (Fast-dLLM v2, SDAR), as their authors decode them.
+
+Blocks sit on the absolute grid of the engine's block size. The first block holds the prompt's last,
+partial block followed by masks; every later block starts all-mask. Each step is one forward pass over the
+whole block (bidirectional within it, seeing every committed block); positions are committed in the
+leftmost sub-block that still has masks (all of the block without sub-blocks) when their confidence
+reaches the threshold, and at least one: the most confident of the leftmost `fallback_window` masked
+positions of that sub-block. With the token shift (Fast-dLLM v2) block position j is read from the output
+at j - 1; without it (SDAR) from the output at j. A finished block is committed with a block-causal pass:
+for token-shift models that pass also predicts the next block's first token, which is committed at once
+(the reference decodes it greedily, as an AR step); for the others it is fused with the next block's first
+step. Tokens are final once committed (no remasking), so stopping early never changes them.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+import torch
+
+import kernels
+from decoder.block_causal_engine import BlockCausalEngine, BlockSequence
+from decoder.block_decoder import NoMaskTokenError, _Output
+from decoder.generation import GenerationControl, GenerationParams, GenerationResult
+
+
+def decode_aligned_blocks(
+    engine: BlockCausalEngine,
+    prompt_ids: list[int],
+    params: GenerationParams,
+    control: GenerationControl | None = None,
+) -> GenerationResult:
+    size = engine.block_size  # the checkpoint's grid: a request cannot change it
+    params = replace(params, block_size=size)
+    params.validate()
+    control = control or GenerationControl()
+    if engine.mask_token_id is None:
+        raise NoMaskTokenError("this checkpoint has no mask token: block diffusion cannot run")
+    started = time.perf_counter()
+    seq = engine.start(prompt_ids, reserve=params.max_new_tokens + 2 * size)
+    out = _Output(params, control)
+    first = len(seq.open_tokens)
+    block = [*seq.open_tokens, *[engine.mask_token_id] * (size - first)]
+    heal = control.first_token_allowed
+    pending: list[int] = []  # a finished block whose commit is fused with the next block's first step
+    steps_per_block: list[int] = []
+    while out.stop_reason is None and len(out.token_ids) < params.max_new_tokens:
+        steps, pending = _decode_block(engine, seq, block, first, pending, heal, params, control, out)
+        steps_per_block.append(steps)
+        heal = None
+        if out.stop_reason is not None or len(out.token_ids) >= params.max_new_tokens:
+            break
+        if engine.token_shift:
+            if reason := control.check():
+                out.stop_reason = reason
+                break
+            engine.step(seq, block, [])  # its last output predicts the next block's first token
+        else:
+            pending = block
+        seq.open_tokens = []
+        block, first = [engine.mask_token_id] * size, 0
+    engine.finish(seq)
+    return GenerationResult(
+        mode="block",
+        token_ids=out.token_ids,
+        text=engine.tokenizer.decode(out.token_ids),
+        commit_steps=out.commit_steps,
+        forward_passes=seq.forward_passes,
+        prompt_tokens=seq.prompt_tokens,
+        cached_prompt_tokens=seq.cached_prompt_tokens,
+        latency_ms=(time.perf_counter() - started) * 1000,
+        stop_reason=out.stop_reason or "length",
+        steps_per_block=steps_per_block,
+    )
+
+
+def _decode_block(
+    engine: BlockCausalEngine,
+    seq: BlockSequence,
+    block: list[int],
+    first: int,
+    pending: list[int],
+    heal: torch.Tensor | None,
+    params: GenerationParams,
+    control: GenerationControl,
+    out: _Output,
+) -> tuple[int, list[int]]:
+    """Denoise positions [first, size) of `block` in place; returns (steps taken, still-pending commit)."""
+    size = len(block)
+    sub = params.sub_block_size or size
+    limit = min(size, first + params.max_new_tokens - len(out.token_ids))  # later positions are not needed
+    masked = torch.zeros(size, dtype=torch.bool)
+    masked[first:] = True
+    commit_step = [0] * size
+    final = first  # positions [first, final) are handed to `out`
+    steps = 0
+    if engine.token_shift and first == 0:
+        # Predicted by the last committed token: committed straight away, without a pass.
+        row = engine.next_token_logits(seq)[None]
+        if heal is not None:
+            row = row.masked_fill(~heal.to(row.device), float("-inf"))
+            heal = None
+        seed = None if params.seed is None else params.seed + seq.forward_passes
+        token, _, _ = kernels.denoise_step(
+            row, torch.ones(1, dtype=torch.bool, device=row.device), 0.0, 1, None, params.temperature, seed
+        )
+        block[0], commit_step[0], masked[0] = int(token[0]), seq.forward_passes, False
+        final = 1
+        if out.extend(block[:1], commit_step[:1]):
+            return steps, pending
+    while bool(masked[:limit].any()):
+        if reason := control.check():
+            out.stop_reason = reason
+            break
+        left = int(masked.nonzero()[0])
+        lo, hi = left // sub * sub, min(left // sub * sub + sub, size)
+        hidden = engine.step(seq, pending, block)
+        pending = []
+        steps += 1
+        src = torch.arange(lo, hi) - (1 if engine.token_shift else 0)  # output row that predicts each position
+        rows = engine.logits(hidden[src.to(hidden.device)])
+        if heal is not None and bool(masked[first]) and lo <= first < hi:
+            rows[first - lo] = rows[first - lo].masked_fill(~heal.to(rows.device), float("-inf"))
+        active = masked[lo:hi].to(rows.device)
+        fallback = active & (active.cumsum(0) <= params.fallback_window)
+        seed = None if params.seed is None else params.seed + seq.forward_passes
+        tokens, _, commit = kernels.denoise_step(
+            rows, active, params.threshold, hi - lo, fallback, params.temperature, seed
+        )
+        for i in commit.nonzero().flatten().tolist():
+            block[lo + i], commit_step[lo + i], masked[lo + i] = int(tokens[i]), seq.forward_passes, False
+        if heal is not None and not bool(masked[first]):
+            heal = None
+        start = final
+        while final < limit and not masked[final]:
+            final += 1
+        if final > start and out.extend(block[start:final], commit_step[start:final]):
+            break
+    return steps, pending

@@ -3,6 +3,10 @@
 Both decoders talk to the model only through `Engine.start` (prefill a prompt, reusing the prefix cache)
 and `Engine.step` (one forward pass: commit some tokens causally and/or look at a noisy block).
 Every model call holds `self.lock`, so requests from several threads interleave between forward passes.
+
+Who runs the forward pass is a `ForwardRunner`: `TorchRunner` (the model itself, CPU or CUDA) or the ONNX
+Runtime runner in `decoder.onnx_backend` (EngineOptions.backend = "onnx"). A runner owns the layout of the
+per-sequence KV buffers; the prefix cache, the LM head and the decoders above it do not change.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 import torch
 from torch import Tensor
@@ -21,11 +26,14 @@ from decoder.model import CausalLM, LayerKV
 from decoder.prefix_cache import RadixPrefixCache
 from decoder.tokenizer import TextTokenizer
 
+BACKENDS = ("torch", "onnx")
+
 
 @dataclass
 class EngineOptions:
     device: str = "cpu"
-    dtype: torch.dtype | None = None  # None: fp32 on CPU, bf16 on CUDA
+    dtype: torch.dtype | None = None  # None: fp32 on CPU, bf16 on CUDA (the onnx backend: always fp32)
+    backend: str = "torch"  # "torch" or "onnx" (ONNX Runtime: CUDA EP with onnxruntime-gpu, else CPU)
     use_prefix_cache: bool = True
     cache_bytes: int = 256 << 20
     page_size: int = 16
@@ -33,6 +41,60 @@ class EngineOptions:
     # CPU threads for torch. Small models are bound by per-op overhead, where extra threads only add
     # synchronisation (and collapse when another process holds a core); None: 1 below 50M parameters.
     threads: int | None = None
+
+
+class ForwardRunner(Protocol):
+    """Runs the model's forward pass for the engine and owns the layout of the KV buffers it writes."""
+
+    def new_kv(self, capacity: int) -> list[LayerKV]:
+        """Empty per-layer buffers; `keys`/`values` read as [1, kv_heads, capacity, head_dim] (may be views)."""
+        ...
+
+    def forward(
+        self, kv: list[LayerKV], input_ids: Tensor, positions: Tensor, mask: Tensor | None, past: int
+    ) -> Tensor:
+        """Hidden states [1, T, hidden] for `input_ids` [1, T] at `positions` [1, T]; writes their keys and
+        values at [past, past + T). mask: bool [T, past + T] (every query sees all `past` tokens), or None
+        for plain causal attention when nothing is cached."""
+        ...
+
+
+class TorchRunner:
+    """The PyTorch model itself (CPU or CUDA): KV buffers are plain [1, kv_heads, capacity, head_dim]."""
+
+    def __init__(self, model: CausalLM) -> None:
+        self.model = model
+        self.description = f"torch on {next(model.parameters()).device}"
+
+    def new_kv(self, capacity: int) -> list[LayerKV]:
+        cfg = self.model.config
+        param = next(self.model.parameters())
+        shape = (1, cfg.num_key_value_heads, capacity, cfg.head_dim)
+        return [
+            LayerKV(
+                torch.empty(shape, dtype=param.dtype, device=param.device),
+                torch.empty(shape, dtype=param.dtype, device=param.device),
+            )
+            for _ in range(cfg.num_hidden_layers)
+        ]
+
+    def forward(
+        self, kv: list[LayerKV], input_ids: Tensor, positions: Tensor, mask: Tensor | None, past: int
+    ) -> Tensor:
+        return self.model(input_ids, positions, attn_mask=mask, kv=kv, kv_start=past)
+
+
+def make_runner(
+    model: CausalLM, options: EngineOptions, folder: str | Path | None = None, threads: int | None = None
+) -> ForwardRunner:
+    """The runner for `options.backend`. `folder` (the checkpoint) is where the ONNX export is cached."""
+    if options.backend == "torch":
+        return TorchRunner(model)
+    if options.backend == "onnx":
+        from decoder.onnx_backend import OnnxRunner  # imports onnxruntime: only when asked for
+
+        return OnnxRunner.open(model, folder, threads=threads or torch.get_num_threads())
+    raise ValueError(f"unknown backend {options.backend!r}: expected one of {', '.join(BACKENDS)}")
 
 
 @dataclass
@@ -53,9 +115,16 @@ class Sequence:
 
 
 class Engine:
-    def __init__(self, model: CausalLM, tokenizer: TextTokenizer, options: EngineOptions | None = None) -> None:
+    def __init__(
+        self,
+        model: CausalLM,
+        tokenizer: TextTokenizer,
+        options: EngineOptions | None = None,
+        runner: ForwardRunner | None = None,
+    ) -> None:
         self.options = options or EngineOptions()
         self.model = model
+        self.runner = runner or make_runner(model, self.options)
         self.tokenizer = tokenizer
         self.device = next(model.parameters()).device
         self.dtype = next(model.parameters()).dtype
@@ -68,14 +137,16 @@ class Engine:
     @classmethod
     def from_folder(cls, folder: str | Path, options: EngineOptions | None = None) -> Engine:
         options = options or EngineOptions()
-        dtype = options.dtype or (torch.bfloat16 if options.device.startswith("cuda") else torch.float32)
+        if options.backend not in BACKENDS:
+            raise ValueError(f"unknown backend {options.backend!r}: expected one of {', '.join(BACKENDS)}")
+        on_cuda = options.device.startswith("cuda")
+        dtype = options.dtype or (torch.bfloat16 if on_cuda and options.backend == "torch" else torch.float32)
         model = load_model(folder, device=options.device, dtype=dtype)
+        threads = options.threads or (1 if model.num_parameters() < 50_000_000 else os.cpu_count() or 1)
         if options.device == "cpu":
-            torch.set_num_threads(
-                options.threads or (1 if model.num_parameters() < 50_000_000 else os.cpu_count() or 1)
-            )
+            torch.set_num_threads(threads)
         tokenizer = TextTokenizer.from_folder(folder, mask_token_id=model.config.mask_token_id)
-        return cls(model, tokenizer, options)
+        return cls(model, tokenizer, options, make_runner(model, options, folder, threads))
 
     # -- requests -------------------------------------------------------------------------------------
 
@@ -154,16 +225,7 @@ class Engine:
     # -- internals ------------------------------------------------------------------------------------
 
     def _new_sequence(self, capacity: int) -> Sequence:
-        cfg = self.model.config
-        shape = (1, cfg.num_key_value_heads, capacity, cfg.head_dim)
-        kv = [
-            LayerKV(
-                torch.empty(shape, dtype=self.dtype, device=self.device),
-                torch.empty(shape, dtype=self.dtype, device=self.device),
-            )
-            for _ in range(cfg.num_hidden_layers)
-        ]
-        return Sequence(kv=kv, capacity=capacity)
+        return Sequence(kv=self.runner.new_kv(capacity), capacity=capacity)
 
     def _forward(self, seq: Sequence, ids: list[int], n_causal: int) -> Tensor:
         past = seq.length
@@ -171,7 +233,7 @@ class Engine:
         positions = torch.arange(past, past + len(ids), device=self.device)[None]
         plain_causal = past == 0 and n_causal == len(ids)
         mask = None if plain_causal else step_mask(past, n_causal, len(ids) - n_causal, self.device)
-        return self.model(input_ids, positions, attn_mask=mask, kv=seq.kv, kv_start=past)[0]
+        return self.runner.forward(seq.kv, input_ids, positions, mask, past)[0]
 
     def _load_cached_prefix(self, seq: Sequence, prompt_ids: list[int]) -> int:
         """Copy the longest cached prefix into the sequence; keep at least one prompt token to prefill."""

@@ -16,6 +16,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    engine = open_engine(args.model, args.device, args.dtype)
+    engine = open_engine(args.model, args.device, args.dtype, backend=args.backend)
     run_eval(args, engine, str(args.model or default_model_dir()))
     return 0

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from decoder.block_decoder import NoMaskTokenError
+from decoder.engine import BACKENDS
 from decoder.generation import GenerationControl, GenerationParams
 from decoder.router import MODES, generate
 from lsp_server.errors import UserError
@@ -18,6 +19,13 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", help="Hugging Face model folder (default: the shipped model)")
     parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
     parser.add_argument("--dtype", default=None, help="fp32 or bf16 (default: fp32 on CPU, bf16 on CUDA)")
+    parser.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        default="torch",
+        help="torch (default) or onnx: ONNX Runtime, CUDA provider with onnxruntime-gpu, else CPU; fp32 only; "
+        "the model is exported once and cached next to it",
+    )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -61,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UserError(str(exc)) from exc
     prompt = read_prompt(args)
-    engine = open_engine(args.model, args.device, args.dtype, use_cache=not args.no_cache)
+    engine = open_engine(args.model, args.device, args.dtype, use_cache=not args.no_cache, backend=args.backend)
     eot = engine.tokenizer.special.end_of_text
     params.stop_token_ids = frozenset({eot} if eot is not None else ())
     prompt_ids = engine.tokenizer.encode(prompt)

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import logging
+import sys
 from pathlib import Path
 
 import torch
 
 from decoder.checkpoint import CheckpointError
 from decoder.defaults import default_model_dir
-from decoder.engine import Engine, EngineOptions
+from decoder.engine import BACKENDS, Engine, EngineOptions
+from decoder.onnx_backend.errors import OnnxBackendError
 from decoder.tokenizer import TokenizerError
 from lsp_server.errors import UserError
 
@@ -28,16 +31,39 @@ def open_engine(
     dtype: str | None = None,
     use_cache: bool = True,
     cache_bytes: int = 256 << 20,
+    backend: str = "torch",
 ) -> Engine:
     folder = Path(model) if model else default_model_dir()
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise UserError(f"device {device!r} requested but CUDA is not available")
     if dtype is not None and dtype not in DTYPES:
         raise UserError(f"unknown dtype {dtype!r}: expected one of {sorted(DTYPES)}")
+    if backend not in BACKENDS:
+        raise UserError(f"unknown backend {backend!r}: expected one of {', '.join(BACKENDS)}")
     options = EngineOptions(
-        device=device, dtype=DTYPES.get(dtype or ""), use_prefix_cache=use_cache, cache_bytes=cache_bytes
+        device=device,
+        dtype=DTYPES.get(dtype or ""),
+        use_prefix_cache=use_cache,
+        cache_bytes=cache_bytes,
+        backend=backend,
     )
+    if backend == "onnx":
+        _show_backend_notices()
     try:
         return Engine.from_folder(folder, options)
     except (CheckpointError, TokenizerError) as exc:
         raise UserError(f"cannot load model from {folder}: {exc}") from exc
+    except OnnxBackendError as exc:  # a missing package, a failed export, an unsupported device or dtype
+        raise UserError(f"backend onnx: {exc}") from exc
+
+
+def _show_backend_notices() -> None:
+    """The onnx backend logs its provider choice (and why) and any export: show them on stderr when
+    nobody has configured logging (the CLI); a server that has keeps its own handlers."""
+    log = logging.getLogger("parafill.onnx")
+    if logging.getLogger().handlers or log.handlers:
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("parafill: %(message)s"))
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)

@@ -40,6 +40,11 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dtype", default=d.dtype, choices=["bf16", "fp32"], help="autocast dtype")
     parser.add_argument("--compile", action="store_true", help="torch.compile the model (pays on GPU)")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: min(2, cores))")
+    parser.add_argument(
+        "--adaptive-threads",
+        action="store_true",
+        help="on a shared CPU: keep measuring 1..threads threads and use the fastest",
+    )
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--seed", type=int, default=d.seed)
     parser.add_argument("--init-from", default=None, help="start from this model folder's weights")
@@ -70,6 +75,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         dtype=args.dtype,
         compile=args.compile,
         threads=args.threads or (default_threads() if args.device == "cpu" else None),
+        adaptive_threads=args.adaptive_threads,
         device=args.device,
         seed=args.seed,
         init_from=args.init_from,

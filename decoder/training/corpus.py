@@ -157,8 +157,13 @@ class Corpus:
         return [f for f in self.files if f.split == name]  # type: ignore[attr-defined]
 
 
-def deduplicate_and_split(files: Iterable[SourceFile], holdout: frozenset[str] = frozenset()) -> Corpus:
-    """Exact-content dedupe (first occurrence wins, so stdlib beats vendored copies) and module split."""
+def deduplicate_and_split(
+    files: Iterable[SourceFile], holdout: frozenset[str] = frozenset(), heldout_sha: frozenset[str] = frozenset()
+) -> Corpus:
+    """Exact-content dedupe (first occurrence wins, so stdlib beats vendored copies) and module split.
+
+    `heldout_sha`: contents that must stay out of training wherever they turn up (another machine's
+    copy of a shipped model's held-out files), so evaluation on them stays clean."""
     seen: set[str] = set()
     kept: list[SourceFile] = []
     dups = 0
@@ -168,7 +173,7 @@ def deduplicate_and_split(files: Iterable[SourceFile], holdout: frozenset[str] =
             dups += 1
             continue
         seen.add(digest)
-        f.split = split_of(f.module, holdout)  # type: ignore[attr-defined]
+        f.split = "val" if digest in heldout_sha else split_of(f.module, holdout)  # type: ignore[attr-defined]
         kept.append(f)
     # A file in train with the same content as one in val is impossible after dedupe; a module split also
     # keeps sibling files (and their copy-pasted helpers) on one side.
@@ -283,3 +288,29 @@ def load_shard(path: str | Path) -> np.ndarray:
 
 def read_shards_meta(folder: str | Path) -> dict:
     return json.loads((Path(folder) / "shards.json").read_text())
+
+
+def heldout_entries(corpus_dir: str | Path) -> list[dict]:
+    """Manifest entries of the validation split (what a model card ships as heldout.json)."""
+    manifest = json.loads((Path(corpus_dir) / "manifest.json").read_text())
+    return sorted((e for e in manifest["files"] if e["split"] == "val"), key=lambda e: (e["source"], e["path"]))
+
+
+def resolve_heldout(entries: list[dict], roots: list[tuple[str, Path]] | None = None) -> list[SourceFile]:
+    """Find the named held-out files on this machine (stdlib / site-packages), keeping only exact copies
+    (same sha256), so evaluation needs no corpus folder. Files not installed here are skipped."""
+    roots = default_roots() if roots is None else roots
+    out = []
+    for e in entries:
+        for source, root in roots:
+            if source != e["source"]:
+                continue
+            path = root / e["path"]
+            try:
+                text = clean_text(path.read_bytes())
+            except OSError:
+                continue
+            if text is not None and hashlib.sha256(text.encode("utf-8")).hexdigest() == e["sha256"]:
+                out.append(SourceFile(e["source"], e["path"], e["module"], text))
+                break
+    return out

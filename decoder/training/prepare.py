@@ -37,6 +37,8 @@ def build_corpus(
     tokenizer_sample_bytes: int = 40_000_000,
     holdout: frozenset[str] = frozenset(),
     max_bytes: int | None = None,
+    heldout_sha: frozenset[str] = frozenset(),
+    explain_max_files: int | None = None,
     log=print,
 ) -> dict:
     """Collect, dedupe, split, (train tokenizer), tokenize. Returns shards.json's content."""
@@ -46,7 +48,7 @@ def build_corpus(
     files = C.collect(C.default_roots() if roots is None else roots, wheel_dirs, folders)
     if max_bytes is not None:
         files = _take_bytes(files, max_bytes)
-    corpus = C.deduplicate_and_split(files, holdout)
+    corpus = C.deduplicate_and_split(files, holdout, heldout_sha)
     summary = C.write_manifest(corpus, out)
     log(
         f"corpus: {summary['files']} files, {summary['duplicates_skipped']} duplicates skipped, "
@@ -54,6 +56,15 @@ def build_corpus(
     )
     train = corpus.split("train")
     val = corpus.split("val")
+    if not val and len(train) > 1:
+        # A small corpus may hash no module into validation: hold out one whole module rather than none.
+        module = min(f.module for f in train)
+        val = [f for f in train if f.module == module]
+        train = [f for f in train if f.module != module]
+        for f in val:
+            f.split = "val"  # type: ignore[attr-defined]
+        summary = C.write_manifest(corpus, out)
+        log(f"no module hashed into validation: holding out {module}")
     # Shard order: by content hash, a deterministic shuffle, so any prefix of the stream mixes sources.
     train.sort(key=lambda f: f.sha256)
     tok_file = out / "tokenizer.json"
@@ -79,7 +90,7 @@ def build_corpus(
         f"tokenized: train {shards['train']['tokens']:,} tokens, val {shards['val']['tokens']:,} "
         f"({time.time() - t2:.0f}s)"
     )
-    for name, split_files in (("explain_train", train), ("explain_val", val)):
+    for name, split_files in (("explain_train", train[:explain_max_files]), ("explain_val", val)):
         examples = [C.explain_example(code, doc) for f in split_files for code, doc in C.explain_pairs(f.text)]
         # Explain examples carry their own special tokens, so encode them with special-token parsing.
         shards[name] = _write_examples(tok, examples, out / f"{name}.bin")

@@ -63,12 +63,23 @@ class TrainConfig:
     dtype: str = "bf16"  # autocast dtype: bf16 or fp32
     compile: bool = False
     threads: int | None = None
+    adaptive_threads: bool = False  # CPU: keep trying 1..threads and use whichever runs faster right now
     device: str = "cpu"
     seed: int = 0
     init_from: str | None = None
     resume: bool = False
     progress: bool = True
-    hardware: str = field(default_factory=lambda: platform.processor() or platform.machine())
+    hardware: str = field(default_factory=lambda: cpu_name())
+
+
+def cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 def lr_at(cfg: TrainConfig, step: int, progress: float) -> float:
@@ -100,6 +111,53 @@ def make_optimizer(model: CausalLM, cfg: TrainConfig) -> torch.optim.AdamW:
     return torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, 0.95), eps=1e-8, fused=fused)
 
 
+class ThreadTuner:
+    """Chooses the CPU thread count by measurement, again and again.
+
+    On a shared machine (other jobs, `nice 19`) two OpenMP threads can run slower than one: a step waits at
+    every parallel region for the thread the scheduler parked. So: run `window` steps at the current
+    count, every `period` steps try the other counts for `window` steps each, keep the fastest."""
+
+    def __init__(self, max_threads: int, window: int = 8, period: int = 120) -> None:
+        self.options = list(range(1, max_threads + 1))
+        self.window, self.period = window, period
+        self.current = max_threads
+        self.trial: list[int] = []
+        self.rates: dict[int, float] = {}
+        self.steps = self.acc_tokens = 0
+        self.acc_time = 0.0
+        torch.set_num_threads(self.current)
+
+    def record(self, tokens: int, seconds: float, log: Callable[[str], None]) -> None:
+        self.steps += 1
+        if self.steps <= 2:  # first steps include one-off setup
+            return
+        self.acc_tokens += tokens
+        self.acc_time += seconds
+        if self.steps % self.window:
+            return
+        rate = self.acc_tokens / max(self.acc_time, 1e-9)
+        self.acc_tokens, self.acc_time = 0, 0.0
+        self.rates[torch.get_num_threads()] = rate
+        if self.trial:
+            torch.set_num_threads(self.trial.pop(0))
+            return
+        if (self.steps // self.window) % max(1, self.period // self.window) == 0 and len(self.options) > 1:
+            self.trial = [n for n in self.options if n != self.current]
+            torch.set_num_threads(self.trial.pop(0))
+            return
+        if torch.get_num_threads() != self.current or len(self.rates) == len(self.options):
+            best = max(self.rates, key=self.rates.get)  # type: ignore[arg-type]
+            if best != self.current:
+                log(
+                    f"threads {self.current} -> {best}: "
+                    + ", ".join(f"{n}: {r:.0f} tok/s" for n, r in sorted(self.rates.items()))
+                )
+            self.current = best
+            self.rates.clear()
+            torch.set_num_threads(self.current)
+
+
 class Trainer:
     def __init__(self, cfg: TrainConfig, log: Callable[[str], None] | None = None) -> None:
         self.cfg = cfg
@@ -109,6 +167,7 @@ class Trainer:
         self._log_fn = log
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
+        self.tuner = ThreadTuner(cfg.threads or torch.get_num_threads()) if cfg.adaptive_threads else None
         torch.manual_seed(cfg.seed)
         self.device = torch.device(cfg.device)
         corpus = Path(cfg.corpus)
@@ -144,6 +203,7 @@ class Trainer:
         self.tokens = 0
         self.elapsed = 0.0
         self.metrics: dict[str, Any] = {}
+        self.stage_stats: dict[str, dict[str, float]] = {}  # per stage: steps, tokens, seconds (throughput)
         self.history: list[dict[str, Any]] = []
         ckpt = self.run / "checkpoint"
         if cfg.resume and ckpt.is_dir():
@@ -330,6 +390,14 @@ class Trainer:
                 torch.cuda.synchronize()
             dt = time.perf_counter() - t0
             self.elapsed += dt
+            if self.tuner is not None:
+                self.tuner.record(cfg.batch_size * cfg.seq_len, dt, self.log)
+            st = self.stage_stats.setdefault(
+                "ar" if out["block"] == 0 else "joint", dict(steps=0, tokens=0, seconds=0.0)
+            )
+            st["steps"] += 1
+            st["tokens"] += cfg.batch_size * cfg.seq_len
+            st["seconds"] += dt
             win_tokens += cfg.batch_size * cfg.seq_len
             win_time += dt
             for k in ("loss", "ar", "masked"):

@@ -84,3 +84,15 @@ def test_built_corpus_has_shards_tokenizer_and_heldout(tiny_corpus: Path) -> Non
     # Round trip: the shard decodes back to the source text.
     first_doc = train[: int(np.flatnonzero(train == 0)[0])]
     assert "def " in tok.decode(first_doc.tolist())
+
+
+def test_heldout_entries_resolve_on_this_machine(tiny_corpus: Path, tmp_path: Path) -> None:
+    entries = C.heldout_entries(tiny_corpus)
+    assert entries and all(e["split"] == "val" for e in entries)
+    manifest = json.loads((tiny_corpus / "manifest.json").read_text())
+    source = manifest["files"][0]["source"]  # "folder:<tmp src>"
+    root = Path(source.removeprefix("folder:"))
+    found = C.resolve_heldout(entries, roots=[(source, root)])
+    assert [f.path for f in found] == [e["path"] for e in entries]
+    (root / entries[0]["path"]).write_text("changed = True\n" * 10)  # edited copy: no longer the held-out file
+    assert len(C.resolve_heldout(entries, roots=[(source, root)])) == len(entries) - 1

@@ -1,0 +1,263 @@
+"""One-shot GPU training recipe: corpus -> train (AR then joint block diffusion) -> eval -> model folder.
+
+Made for a CUDA machine with no internet and its own Python (torch, triton, transformers and their
+dependencies: tokenizers, safetensors, numpy). It uses the repository's shipped tokenizer (the model must
+share it with every other model of the project), builds its corpus from the Python source installed on
+that machine (or uses a prepared corpus folder), keeps the shipped model's held-out files out of training,
+and writes everything that must come back to --out (at most 8 files of <= 15 MiB: the model folder is a
+tar split into parts; `cat model.tar.part* | tar -x` restores it).
+
+    python -m decoder.training.gpu_recipe --out "$OUT"            # on the GPU
+    python -m decoder.training.gpu_recipe --out /tmp/x --tiny     # CPU smoke test of the whole path
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import platform
+import sys
+import tarfile
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from decoder.training.objective import ar_loss, block_diffusion_loss
+from decoder.training.prepare import build_corpus
+from decoder.training.sizes import SIZES
+from decoder.training.trainer import MASK_ID, TrainConfig, Trainer
+
+REPO = Path(__file__).resolve().parents[2]
+PART_BYTES = 15 * 1024 * 1024
+PEAK_BF16_FLOPS = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "L40S": 362e12, "A10": 125e12}
+
+
+def peak_flops(device_name: str) -> float | None:
+    for key, val in PEAK_BF16_FLOPS.items():
+        if key in device_name:
+            return val
+    return None
+
+
+def flops_per_token(cfg: Any, seq_len: int, stage: str, masked_share: float = 0.6) -> float:
+    """Training FLOPs per x_0 token (forward + backward = 3x forward): matmuls + attention scores.
+
+    AR: one causal pass over L tokens. Joint: the backbone runs over 2L tokens, attention is denser (noisy
+    rows see a block plus the clean past), the LM head runs on the clean stream plus the scored masks."""
+    d, n_layers, V = cfg.hidden_size, cfg.num_hidden_layers, cfg.vocab_size
+    hd = cfg.head_dim
+    attn_w = d * hd * (cfg.num_attention_heads * 2 + cfg.num_key_value_heads * 2)
+    mlp_w = 3 * d * cfg.intermediate_size
+    body = n_layers * (attn_w + mlp_w)
+    if stage == "ar":
+        attn = n_layers * 2 * 2 * seq_len / 2 * cfg.num_attention_heads * hd  # QK^T and AV, causal half
+        return 3 * (2 * body + 2 * d * V + attn)
+    attn = n_layers * 2 * 2 * (2 * seq_len) / 2 * cfg.num_attention_heads * hd
+    return 3 * (2 * 2 * body + 2 * d * V * (1 + masked_share) + attn)
+
+
+def heldout_sha(model_dir: Path) -> tuple[frozenset[str], frozenset[str]]:
+    """(sha256s, modules) of the shipped model's held-out files: they must not be trained on here."""
+    path = model_dir / "heldout.json"
+    if not path.is_file():
+        return frozenset(), frozenset()
+    entries = json.loads(path.read_text())["files"]
+    return frozenset(e["sha256"] for e in entries), frozenset(e["module"] for e in entries)
+
+
+def pack_model(folder: Path, out: Path) -> list[str]:
+    """Tar the model folder and split it into <= 15 MiB parts (the transfer limit per file)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        tar.add(folder, arcname="model")
+    data = buf.getvalue()
+    names = []
+    for i in range(0, len(data), PART_BYTES):
+        name = f"model.tar.part{i // PART_BYTES}"
+        (out / name).write_bytes(data[i : i + PART_BYTES])
+        names.append(name)
+    return names
+
+
+def warm_up(trainer: Trainer, log) -> None:
+    """Compile (if asked) and run one AR and one joint forward/backward; fall back to eager on failure."""
+    x = trainer.batcher.batch(trainer.cfg.batch_size).to(trainer.device)
+    for attempt in ("compiled", "eager"):
+        try:
+            t = time.perf_counter()
+            with trainer.autocast():
+                ar_loss(trainer.fwd, x).loss.backward()
+                block_diffusion_loss(trainer.fwd, x, 16, MASK_ID, trainer.gen).loss.backward()
+            trainer.opt.zero_grad(set_to_none=True)
+            if trainer.device.type == "cuda":
+                torch.cuda.synchronize()
+            log(f"warm-up ({attempt if trainer.cfg.compile else 'eager'}) {time.perf_counter() - t:.1f}s")
+            return
+        except Exception:
+            trainer.opt.zero_grad(set_to_none=True)
+            if trainer.fwd is trainer.model:
+                raise
+            log("torch.compile failed, continuing eager:\n" + traceback.format_exc(limit=3))
+            trainer.fwd = trainer.model
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--out", required=True, type=Path, help="what must come back: model parts, JSON, log")
+    p.add_argument("--work", type=Path, default=Path("/tmp/parafill-gpu"), help="scratch (corpus, checkpoint)")
+    p.add_argument("--tiny", action="store_true", help="CPU smoke test: tiny model, tiny corpus, few steps")
+    p.add_argument("--corpus", type=Path, default=None, help="use this prepared corpus folder instead of building")
+    p.add_argument("--tokenizer", type=Path, default=REPO / "models" / "default", help="folder with tokenizer.json")
+    p.add_argument("--size", default="20m", choices=sorted(SIZES))
+    p.add_argument("--minutes", type=float, default=6.0, help="training time budget (compile included)")
+    p.add_argument("--max-steps", type=int, default=None)
+    p.add_argument("--seq-len", type=int, default=512)
+    p.add_argument("--batch-size", type=int, default=128)
+    p.add_argument("--lr", type=float, default=2e-3)
+    p.add_argument("--ar-fraction", type=float, default=0.5)
+    p.add_argument("--compile", choices=["auto", "on", "off"], default="auto")
+    p.add_argument("--max-corpus-mb", type=float, default=None)
+    p.add_argument("--source", action="append", default=[], type=Path, help="extra folder of Python source")
+    args = p.parse_args(argv)
+
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    work: Path = args.work
+    work.mkdir(parents=True, exist_ok=True)
+    log_path = out / "recipe.log"
+    t_start = time.time()
+
+    def log(msg: str) -> None:
+        line = f"[{time.time() - t_start:7.1f}s] {msg}"
+        print(line, flush=True)
+        with log_path.open("a") as fh:
+            fh.write(line + "\n")
+
+    cuda = torch.cuda.is_available() and not args.tiny
+    device = "cuda" if cuda else "cpu"
+    env = {
+        "python": sys.version.split()[0],
+        "torch": torch.__version__,
+        "device": torch.cuda.get_device_name(0) if cuda else f"CPU {platform.machine()}",
+        "cuda": torch.version.cuda,
+    }
+    log(f"environment {json.dumps(env)}")
+    if cuda:
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+
+    # 1. corpus ------------------------------------------------------------------------------------
+    t0 = time.time()
+    if args.corpus is not None:
+        corpus_dir = args.corpus
+        log(f"using prepared corpus {corpus_dir}")
+    else:
+        corpus_dir = work / "corpus"
+        sha, modules = heldout_sha(args.tokenizer)
+        max_mb = args.max_corpus_mb if args.max_corpus_mb is not None else (0.5 if args.tiny else None)
+        build_corpus(
+            corpus_dir,
+            roots=None,
+            folders=args.source,
+            tokenizer_path=args.tokenizer,
+            holdout=modules,
+            heldout_sha=sha,
+            max_bytes=None if max_mb is None else int(max_mb * 1e6),
+            explain_max_files=100 if args.tiny else 4000,
+            log=log,
+        )
+    corpus_seconds = time.time() - t0
+
+    # 2. train -------------------------------------------------------------------------------------
+    if args.tiny:
+        size, seq_len, batch, minutes, max_steps = "tiny", 64, 8, None, args.max_steps or 6
+    else:
+        size, seq_len, batch, minutes, max_steps = (
+            args.size,
+            args.seq_len,
+            args.batch_size,
+            args.minutes,
+            args.max_steps,
+        )
+    compile_ = args.compile == "on" or (args.compile == "auto" and cuda)
+    export_dir = work / "model"
+    cfg = TrainConfig(
+        corpus=str(corpus_dir),
+        run_dir=str(work / "run"),
+        size=size,
+        seq_len=seq_len,
+        batch_size=batch,
+        lr=args.lr,
+        warmup_steps=5 if args.tiny else 150,
+        max_steps=max_steps,
+        time_budget_minutes=minutes,
+        ar_fraction=args.ar_fraction,
+        eval_every_minutes=2.0,
+        eval_windows=8 if args.tiny else 512,
+        eval_batch=8 if args.tiny else 64,
+        checkpoint_every_minutes=1e9,  # one checkpoint at the end: the run is short
+        export_every_minutes=1e9,
+        export_dir=str(export_dir),
+        compile=compile_,
+        threads=2 if not cuda else None,
+        device=device,
+        progress=False,
+    )
+    trainer = Trainer(cfg, log=log)
+    if cuda:
+        trainer.cfg.hardware = env["device"]
+    warm_up(trainer, log)
+    t1 = time.time()
+    result = trainer.fit()
+    train_seconds = time.time() - t1
+
+    # 3. numbers -----------------------------------------------------------------------------------
+    peak = peak_flops(env["device"]) if cuda else None
+    stages = {}
+    for stage, st in trainer.stage_stats.items():
+        tps = st["tokens"] / max(st["seconds"], 1e-9)
+        fpt = flops_per_token(trainer.model.config, seq_len, stage)
+        stages[stage] = {
+            **st,
+            "tokens_per_s": round(tps, 1),
+            "flops_per_token": fpt,
+            "achieved_tflops": round(tps * fpt / 1e12, 2),
+            "mfu": None if peak is None else round(tps * fpt / peak, 4),
+        }
+    numbers = {
+        "environment": env,
+        "model": {"size": size, "parameters": trainer.model.num_parameters(), **trainer.model.config.to_hf_dict()},
+        "train_config": {k: v for k, v in vars(cfg).items() if not k.startswith("_")},
+        "tokens_seen": trainer.tokens,
+        "steps": trainer.step,
+        "stages": stages,
+        "metrics": result,
+        "history": trainer.history,
+        "seconds": {
+            "corpus": round(corpus_seconds, 1),
+            "train": round(train_seconds, 1),
+            "total": round(time.time() - t_start, 1),
+        },
+        "corpus": json.loads((Path(corpus_dir) / "shards.json").read_text()),
+        "peak_bf16_flops": peak,
+        "unpack": "cat model.tar.part* | tar -x   # -> model/ (HF folder)",
+    }
+    numbers["model_parts"] = pack_model(export_dir, out)
+    (out / "gpu_run.json").write_text(json.dumps(numbers, indent=1, default=str) + "\n")
+    train_log = Path(cfg.run_dir) / "train.log"
+    if train_log.is_file():
+        (out / "train.log").write_bytes(train_log.read_bytes()[-4_000_000:])
+    log(
+        f"done: {trainer.tokens:,} tokens, val_ar_bpb {result.get('val_ar_bpb', float('nan')):.4f}, "
+        f"val_masked_bpb {result.get('val_masked_bpb', float('nan')):.4f}; "
+        + ", ".join(f"{k} {v['tokens_per_s']:,.0f} tok/s mfu {v['mfu']}" for k, v in stages.items())
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,61 @@
+"""The GPU recipe's whole path (corpus from this interpreter's stdlib, train, eval, pack) on CPU, tiny."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+from decoder.checkpoint import load_model
+from decoder.tokenizer import TextTokenizer
+from decoder.training.gpu_recipe import flops_per_token, peak_flops
+from decoder.training.sizes import model_config
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_gpu_script_runs_end_to_end_on_cpu(tiny_corpus: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    env = {**os.environ, "OUT": str(out), "PYTHON": sys.executable}
+    cmd = [
+        "bash",
+        str(REPO / "scripts" / "gpu_train.sh"),
+        "--tiny",
+        "--tokenizer",
+        str(tiny_corpus),
+        "--work",
+        str(tmp_path / "work"),
+        "--max-steps",
+        "4",
+        "--max-corpus-mb",
+        "0.3",
+    ]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    numbers = json.loads((out / "gpu_run.json").read_text())
+    assert numbers["steps"] == 4 and numbers["tokens_seen"] == 4 * 8 * 64
+    assert set(numbers["stages"]) == {"ar", "joint"}
+    assert numbers["metrics"]["val_ar_bpb"] > 0 and numbers["corpus"]["shards"]["train"]["tokens"] > 0
+    parts = sorted(out.glob("model.tar.part*"))
+    assert parts and all(p.stat().st_size <= 15 * 1024 * 1024 for p in parts)
+    assert len(list(out.iterdir())) <= 8
+    blob = tmp_path / "model.tar"
+    blob.write_bytes(b"".join(p.read_bytes() for p in parts))
+    with tarfile.open(blob) as tar:
+        tar.extractall(tmp_path / "unpacked", filter="data")
+    model_dir = tmp_path / "unpacked" / "model"
+    assert load_model(model_dir).config.mask_token_id == 5
+    # Same tokenizer as the one it was given: the GPU model must share the shipped tokenizer.
+    assert (model_dir / "tokenizer.json").read_text() == (tiny_corpus / "tokenizer.json").read_text()
+    assert TextTokenizer.from_folder(model_dir).special.mask == 5
+
+
+def test_flops_estimate_is_sane() -> None:
+    cfg = model_config("20m", 8192)
+    ar = flops_per_token(cfg, 512, "ar")
+    assert 6 * 15e6 < ar < 6 * 30e6  # about 6 x (non-embedding params + LM head)
+    assert 1.8 * ar < flops_per_token(cfg, 512, "joint") < 2.6 * ar
+    assert peak_flops("NVIDIA H200") == 989e12 and peak_flops("CPU") is None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 from typing import BinaryIO
@@ -55,4 +56,9 @@ def run(args: argparse.Namespace) -> int:
             server.start_io(sys.stdin.buffer, protocol_stdout())
     finally:
         server.scheduler.shutdown()
-    return 0 if server.protocol._shutdown else 1  # LSP: exit without shutdown first is an error
+    code = 0 if server.protocol._shutdown else 1  # LSP: exit without shutdown first is an error
+    # Leave now rather than through interpreter finalisation: pygls's stdin reader thread may be blocked
+    # in readline, and a model still loading in a daemon thread aborts the process when torch is torn down.
+    logging.shutdown()
+    sys.stderr.flush()
+    os._exit(code)

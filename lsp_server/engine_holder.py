@@ -58,13 +58,13 @@ class EngineHolder:
         with self._cond:
             self._generation += 1
             generation, self._key, self._loading = self._generation, settings.engine_key, True
-        self._load(settings, generation)
+        self._load(settings, generation, report=False)
         try:
             return self.get(timeout=0)
         except ModelUnavailable as exc:
             raise UserError(str(exc)) from None
 
-    def _load(self, settings: Settings, generation: int) -> None:
+    def _load(self, settings: Settings, generation: int, report: bool = True) -> None:
         from lsp_server.model_loading import open_engine  # imports torch: kept off the server's start-up path
 
         started = time.perf_counter()
@@ -87,6 +87,8 @@ class EngineHolder:
             if engine is not None:
                 self._info = _describe(engine, settings, time.perf_counter() - started)
             self._cond.notify_all()
+        if not report:
+            return
         if error is not None:
             log.error("%s", error)
             if self._on_load_error is not None:

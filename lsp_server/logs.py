@@ -24,12 +24,21 @@ _LSP_LEVEL = {
 }
 
 
+# pygls's tracebacks for a message it cannot read: ParafillProtocol / ParafillServer.report_server_error
+# log one line for each of those instead.
+_REPORTED_ELSEWHERE = ("Unable to deserialize message", "Unable to handle message")
+
+
 class _ExpectedErrorsWithoutTraceback(logging.Filter):
-    """pygls logs a traceback for each JSON-RPC error a handler raises on purpose; keep the line only."""
+    """pygls logs a traceback for each JSON-RPC error a handler raises on purpose: keep one line, with the
+    error's message."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if record.name.startswith("pygls") and str(record.msg).startswith(_REPORTED_ELSEWHERE):
+            return False
         if record.exc_info and isinstance(record.exc_info[1], JsonRpcException):
-            record.exc_info, record.exc_text = None, None
+            record.msg = f"{record.getMessage()}: {record.exc_info[1]}"
+            record.args, record.exc_info, record.exc_text = None, None, None
         return True
 
 

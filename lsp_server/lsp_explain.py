@@ -39,11 +39,18 @@ def parse_explain_params(params: Any) -> tuple[str, types.Range, types.ProgressT
         uri = params["textDocument"]["uri"]
         rng = _range(params["range"])
         token = params.get("workDoneToken")
-    except (KeyError, TypeError, ValueError) as exc:
-        raise JsonRpcInvalidParams(f"parafill/explain expects {{textDocument: {{uri}}, range}}: {exc}") from exc
+    except KeyError as exc:
+        raise _invalid(f"parafill/explain expects {{textDocument: {{uri}}, range}}: {exc} is missing") from exc
+    except (TypeError, ValueError) as exc:
+        raise _invalid(f"parafill/explain expects {{textDocument: {{uri}}, range}}: {exc}") from exc
     if not isinstance(uri, str) or not isinstance(token, (str, int, type(None))):
-        raise JsonRpcInvalidParams("parafill/explain: uri must be a string, workDoneToken a string or integer")
+        raise _invalid("parafill/explain: uri must be a string, workDoneToken a string or integer")
     return uri, rng, token
+
+
+def _invalid(message: str) -> JsonRpcInvalidParams:
+    log.warning("%s: answered -32602", message)
+    return JsonRpcInvalidParams(message)
 
 
 def parse_command_arguments(params: types.ExecuteCommandParams) -> tuple[str, types.Range]:
@@ -57,8 +64,8 @@ def parse_command_arguments(params: types.ExecuteCommandParams) -> tuple[str, ty
         if len(args) == 2 and isinstance(args[0], str):
             return args[0], _range(args[1])
     except (KeyError, TypeError, ValueError) as exc:
-        raise JsonRpcInvalidParams(f"parafill.explain arguments: {exc}") from exc
-    raise JsonRpcInvalidParams("parafill.explain expects the arguments [uri, range]")
+        raise _invalid(f"parafill.explain arguments: {type(exc).__name__}: {exc}") from exc
+    raise _invalid("parafill.explain expects the arguments [uri, range]")
 
 
 def _range(raw: Any) -> types.Range:

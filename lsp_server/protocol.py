@@ -43,11 +43,13 @@ def plain(value: Any) -> Any:
     return value
 
 
-class _UnreadableRequest:
-    """A request with an id whose body could not be structured: answered with an error, never dropped."""
+class _Unreadable:
+    """A message whose body could not be structured. A request (with an id) is answered with an error,
+    never dropped; a notification is dropped with a log line."""
 
-    def __init__(self, msg_id: Any, method: str, error: JsonRpcException) -> None:
+    def __init__(self, msg_id: Any, method: str, error: Exception) -> None:
         self.id = msg_id if isinstance(msg_id, (int, str)) and not isinstance(msg_id, bool) else None
+        self.is_request = msg_id is not None
         self.method, self.error = method, error
 
 
@@ -64,38 +66,49 @@ class ParafillProtocol(LanguageServerProtocol):
         try:
             return super().structure_message(data)
         except JsonRpcException as exc:
-            if isinstance(data, dict) and "id" in data and "method" in data:
-                return _UnreadableRequest(data["id"], str(data["method"]), exc)
+            if isinstance(data, dict) and "method" in data:
+                return _Unreadable(data.get("id"), str(data["method"]), exc.__cause__ or exc)
             raise
 
     def handle_message(self, message: Any) -> None:
-        if isinstance(message, _UnreadableRequest):
-            log.warning("request %s %r has invalid params: answered -32602", message.id, message.method)
-            self._reply_error(message.id, JsonRpcInvalidParams(f"invalid params for {message.method}"))
-            return
-        if isinstance(message, dict) or not hasattr(message, "jsonrpc"):
+        unreadable = isinstance(message, _Unreadable)
+        if not unreadable and (isinstance(message, dict) or not hasattr(message, "jsonrpc")):
             msg_id = message.get("id") if isinstance(message, dict) else None
             log.warning("not a JSON-RPC 2.0 message (%s): ignored", type(message).__name__)
             if isinstance(msg_id, (int, str)):
                 self._reply_error(msg_id, JsonRpcInvalidRequest("not a JSON-RPC 2.0 message"))
             return
         method = getattr(message, "method", None)
-        is_request = method is not None and hasattr(message, "id")
+        is_request = message.is_request if unreadable else method is not None and hasattr(message, "id")
+        if not self._admit(message, method, is_request):
+            return
+        if unreadable:
+            reason = _first_line(message.error)
+            if is_request:
+                log.warning("request %s %r has invalid params (%s): answered -32602", message.id, method, reason)
+                self._reply_error(message.id, JsonRpcInvalidParams(f"invalid params for {method}: {reason}"))
+            else:
+                log.warning("notification %r has invalid params (%s): ignored", method, reason)
+            return
+        super().handle_message(message)
+
+    def _admit(self, message: Any, method: str | None, is_request: bool) -> bool:
+        """The lifecycle gate: nothing but initialize before it, no requests after shutdown."""
         if method == types.INITIALIZE and is_request:
             if self.initialize_seen:
                 self._reply_error(message.id, JsonRpcInvalidRequest("initialize was already received"))
-                return
+                return False
             self.initialize_seen = True
         elif not self.initialize_seen and method not in (None, types.EXIT):
             log.warning("%s before initialize: %s", method, "answered -32002" if is_request else "dropped")
             if is_request:
                 self._reply_error(message.id, JsonRpcServerNotInitialized("the server is not initialized yet"))
-            return
+            return False
         if self._shutdown and is_request:
             log.warning("%s after shutdown: answered -32600", method)
             self._reply_error(message.id, JsonRpcInvalidRequest("the server is shutting down"))
-            return
-        super().handle_message(message)
+            return False
+        return True
 
     def _reply_error(self, msg_id: Any, error: JsonRpcException) -> None:
         self._send_response(msg_id, error=error.to_response_error())
@@ -128,4 +141,22 @@ class ParafillProtocol(LanguageServerProtocol):
     def lsp_workspace__execute_command(self, params: types.ExecuteCommandParams):
         if params.command == EXPLAIN_COMMAND:
             return (yield self._server.explain_command, (params,), None)
+        if params.command not in self.fm.commands:
+            log.warning("workspace/executeCommand %r: no such command", params.command)
         return (yield from super().lsp_workspace__execute_command(params))
+
+
+def _first_line(error: Exception) -> str:
+    """cattrs explains a failed structure as an exception group; its leaves say what was wrong."""
+    leaves: list[str] = []
+
+    def walk(exc: BaseException) -> None:
+        children = getattr(exc, "exceptions", None)
+        if children:
+            for child in children:
+                walk(child)
+        else:
+            leaves.append(f"{type(exc).__name__}: {exc}")
+
+    walk(error)
+    return "; ".join(leaves[:3]) or type(error).__name__

@@ -14,7 +14,7 @@ import logging
 from typing import Any
 
 from lsprotocol import types
-from pygls.exceptions import JsonRpcException, JsonRpcParseError
+from pygls.exceptions import FeatureNotificationError, FeatureRequestError, JsonRpcParseError
 from pygls.lsp.server import LanguageServer
 
 from lsp_server import __version__
@@ -71,11 +71,16 @@ class ParafillServer(LanguageServer):
         )
 
     def report_server_error(self, error: Exception, source: Any) -> None:
-        """Errors outside any request (a malformed message): one log line, and -32700 for a parse error."""
+        """Errors pygls could not pin on a request: one log line, and -32700 for a message that is not JSON.
+        (A request's own error has been answered and logged already; pygls would also pop up a message.)"""
+        if source is FeatureRequestError:
+            return
         if isinstance(error, (json.JSONDecodeError, UnicodeDecodeError)):
             log.warning("malformed message (%s): answered -32700, still serving", error)
             self.protocol._send_response(None, error=JsonRpcParseError(f"parse error: {error}").to_response_error())
-        elif not isinstance(error, JsonRpcException):
+        elif source is FeatureNotificationError:
+            log.warning("notification handler failed (%s: %s): still serving", type(error).__name__, error)
+        else:
             log.warning("bad message (%s: %s): still serving", type(error).__name__, error)
 
     async def explain_command(self, params: types.ExecuteCommandParams) -> dict[str, Any]:

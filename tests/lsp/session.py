@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import itertools
 import sys
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import Any
 
 from lsprotocol import types
 from pygls.lsp.client import LanguageClient
+from pygls.protocol.json_rpc import JsonRPCRequestMessage
 
 from lsp_server.protocol import plain
 
@@ -126,6 +128,14 @@ class Session:
     def send(self, method: str, params: Any, msg_id: int | None = None) -> asyncio.Future:
         return self.client.protocol.send_request_async(method, params, msg_id=msg_id or self.next_id())
 
+    def send_untyped(self, method: str, params: Any) -> asyncio.Future:
+        """Send params as given (a dict, possibly invalid), bypassing the client's typed serialisation."""
+        msg_id = self.next_id()
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        self.client.protocol._request_futures[msg_id] = future
+        self.client.protocol._send_data(JsonRPCRequestMessage(id=msg_id, method=method, jsonrpc="2.0", params=params))
+        return asyncio.wrap_future(future)
+
     async def request(self, method: str, params: Any, timeout: float = 60) -> Any:
         return plain(await asyncio.wait_for(self.send(method, params), timeout))
 
@@ -144,3 +154,15 @@ class Session:
 
 def doc_uri(name: str) -> str:
     return f"file:///virtual/{name}"
+
+
+def position_of(text: str, offset: int) -> tuple[int, int]:
+    """(line, UTF-16 column) of a string offset."""
+    line = text.count("\n", 0, offset)
+    start = text.rfind("\n", 0, offset) + 1
+    return line, len(text[start:offset].encode("utf-16-le")) // 2
+
+
+def end_of_line_with(text: str, needle: str) -> int:
+    """Offset of the end of the first line that contains `needle`."""
+    return text.index("\n", text.index(needle))

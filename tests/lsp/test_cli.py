@@ -1,0 +1,64 @@
+"""`parafill complete` and `parafill explain`: the server's code path from the command line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from lsp_server.cli import main
+from tests.lsp.session import REPO, SAMPLE
+
+PY = [sys.executable, "-m", "lsp_server.cli"]
+LINE = SAMPLE.read_text().splitlines().index("        return self.price * self.quantity") + 1
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([*PY, *args], capture_output=True, text=True, timeout=120, cwd=REPO)
+
+
+def test_complete_json_reports_the_route_and_the_cost(tiny_model_dir):
+    proc = run_cli("complete", f"{SAMPLE}:{LINE}:42", "--model", str(tiny_model_dir), "--max-tokens", "16", "--json")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    for key in ("text", "route", "forward_passes", "latency_ms", "cached_prompt_tokens", "tokens", "stop_reason"):
+        assert key in out
+    assert out["route"] == "block" and out["text"] and 1 <= out["forward_passes"] <= 17
+    assert len(out["commit_steps"]) == out["tokens"] and out["line"] == LINE and out["column"] == 42
+
+
+def test_explain_json_and_a_missing_model(tiny_model_dir, tmp_path):
+    proc = run_cli("explain", f"{SAMPLE}:17-19", "--model", str(tiny_model_dir), "--max-tokens", "12", "--json")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["route"] == "ar" and out["text"] and out["tokens"] <= 12 and out["lines"] == [17, 19]
+    proc = run_cli("complete", f"{SAMPLE}:{LINE}:1", "--model", str(tmp_path / "missing"))
+    assert proc.returncode == 2
+    assert proc.stderr.strip().count("\n") == 0 and "does not exist" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["complete", "no-colons"],
+        ["complete", "missing.py:1:1"],
+        ["complete", f"{SAMPLE}:0:1"],
+        ["complete", f"{SAMPLE}:{LINE}:99"],
+        ["complete", f"{SAMPLE}:{LINE}:1", "--threshold", "3"],
+        ["explain", f"{SAMPLE}:30-10"],
+        ["explain", "missing.py"],
+    ],
+)
+def test_bad_file_or_position_is_one_line_and_exit_2(args, capsys):
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("parafill: error:") and "\n" not in err
+
+
+def test_binary_file_is_refused(tmp_path, capsys):
+    blob = tmp_path / "blob.py"
+    blob.write_bytes(b"x = 1\n\x00\x01")
+    assert main(["complete", f"{blob}:1:1"]) == 2
+    assert "binary" in capsys.readouterr().err

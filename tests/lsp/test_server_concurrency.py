@@ -1,0 +1,120 @@
+"""The server as a subprocess under load: a burst of superseding/cancelled requests, prefix-cache reuse and
+typed-ahead reuse across keystrokes, and inline completions served while an explain runs."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from lsprotocol import types
+from pygls.exceptions import JsonRpcRequestCancelled
+
+from tests.lsp.session import SAMPLE, doc_uri, end_of_line_with, position_of
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+INLINE = types.TEXT_DOCUMENT_INLINE_COMPLETION
+
+
+def _items(result) -> list[types.InlineCompletionItem]:
+    return list(result.items if isinstance(result, types.InlineCompletionList) else result or [])
+
+
+async def _quiet_stats(session) -> tuple[dict, dict]:
+    """Stats twice, half a second apart: no work may happen in between."""
+    first = await session.stats()
+    await asyncio.sleep(0.5)
+    return first, await session.stats()
+
+
+async def test_burst_of_50_superseding_requests_is_fully_answered_and_stops_cancelled_work(shared):
+    text = SAMPLE.read_text()
+    uri = doc_uri("burst.py")
+    shared.open(uri, text)
+    before = await shared.stats()
+    cursor = end_of_line_with(text, "return self.price * self.quantity")
+    typed = "\n        value = self.price"  # typed one character per request, as an editor would
+    pending, ids = [], []
+    started = time.monotonic()
+    for i in range(50):
+        line, col = position_of(text, cursor)
+        ch = typed[i % len(typed)]
+        shared.insert(uri, i + 2, line, col, ch)
+        text, cursor = text[:cursor] + ch + text[cursor:], cursor + 1
+        line, col = position_of(text, cursor)
+        msg_id = shared.next_id()
+        pending.append(shared.send(INLINE, shared.inline_params(uri, line, col), msg_id))
+        if ids:
+            shared.cancel(ids[-1])  # the editor cancels the request it no longer needs
+        ids.append(msg_id)
+    results = await asyncio.wait_for(asyncio.gather(*pending, return_exceptions=True), 90)
+    elapsed = time.monotonic() - started
+
+    assert len(results) == 50
+    for result in results[:-1]:  # each older one: -32800 (cancelled) or an empty list (superseded)
+        assert isinstance(result, JsonRpcRequestCancelled) or _items(result) == [], result
+    assert _items(results[-1]), "the last request gets a completion"
+    assert elapsed < 60
+
+    first, second = await _quiet_stats(shared)
+    assert second["active"] == 0 and second["scheduler"]["inline_running"] == 0
+    assert second["pass_checks"] == first["pass_checks"] and second["forward_passes"] == first["forward_passes"]
+    stopped = second["cancelled"] + second["superseded"] - before["cancelled"] - before["superseded"]
+    assert stopped == 49
+    # Cancelled work stopped early: the whole burst cost less than a few full requests.
+    full = second["last"]["inline"]["forward_passes"] or 1
+    assert second["forward_passes"] - before["forward_passes"] <= 5 * max(full, 17)
+
+
+async def test_typing_a_character_reuses_the_prefix_cache_and_typed_ahead_skips_the_model(shared):
+    text = SAMPLE.read_text()
+    uri = doc_uri("cache.py")
+    shared.open(uri, text)
+    cursor = end_of_line_with(text, "def value(self) -> float:")
+    line, col = position_of(text, cursor)
+    first = await shared.inline(uri, line, col)
+    assert first
+    # A character that is not the start of the suggestion: the model runs again, on a warm prefix cache.
+    ch = "z" if first[0].insert_text.startswith("#") else "#"
+    shared.insert(uri, 2, line, col, ch)
+    text, cursor = text[:cursor] + ch + text[cursor:], cursor + 1
+    second = await shared.inline(uri, line, col + 1)
+    last = (await shared.stats())["last"]["inline"]
+    assert last["route"] == "block" and last["prompt_tokens"] > 0
+    assert last["cached_prompt_tokens"] > 0.5 * last["prompt_tokens"]
+
+    # Typing the first character of the new suggestion: answered from it, with no forward pass.
+    assert second and len(second[0].insert_text) >= 2
+    suggestion = second[0].insert_text
+    passes = (await shared.stats())["forward_passes"]
+    shared.insert(uri, 3, line, col + 1, suggestion[0])
+    text, cursor = text[:cursor] + suggestion[0] + text[cursor:], cursor + 1
+    line, col = position_of(text, cursor)
+    third = await shared.inline(uri, line, col)
+    stats = await shared.stats()
+    assert third and third[0].insert_text == suggestion[1:]
+    assert stats["last"]["inline"]["route"] == "typed_ahead" and stats["forward_passes"] == passes
+
+
+async def test_an_explain_in_progress_does_not_starve_inline_completions(shared):
+    text = SAMPLE.read_text()
+    uri = doc_uri("both.py")
+    shared.open(uri, text)
+    rng = {"start": {"line": 24, "character": 0}, "end": {"line": 40, "character": 0}}
+    explain = asyncio.ensure_future(
+        shared.send("parafill/explain", {"textDocument": {"uri": uri}, "range": rng, "workDoneToken": "both"})
+    )
+    for _ in range(1000):  # wait until the explain is decoding
+        if any(token == "both" and value["kind"] == "report" for token, value in shared.progress):
+            break
+        await asyncio.sleep(0.01)
+    line, col = position_of(text, end_of_line_with(text, "def is_available(self) -> bool:"))
+    started = time.monotonic()
+    items = await shared.inline(uri, line, col)
+    inline_s = time.monotonic() - started
+    assert items is not None
+    assert not explain.done(), "the inline answer came first, while the explain was still running"
+    answer = await asyncio.wait_for(explain, 60)
+    assert answer.text if hasattr(answer, "text") else answer
+    assert inline_s < 10

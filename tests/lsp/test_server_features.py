@@ -1,0 +1,114 @@
+"""The server as a subprocess over stdio: capabilities, positions with non-BMP text, the selected item,
+explain streamed as $/progress (request and command), explain cancelled."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from lsprotocol import types
+from pygls.exceptions import JsonRpcRequestCancelled
+
+from tests.lsp.session import SAMPLE, Session, doc_uri, end_of_line_with, position_of, tiny_options
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+EMOJI_DOC = 'names = ["😀 smile", "🚀 rocket"]  # ✨\nlabel = "😀" + \nprint(label)\n'
+
+
+async def test_initialize_advertises_inline_completion_and_explain(shared):
+    caps = shared.result.capabilities
+    assert caps.inline_completion_provider is not None
+    assert "parafill.explain" in caps.execute_command_provider.commands
+    assert caps.position_encoding == types.PositionEncodingKind.Utf16
+    sync = caps.text_document_sync
+    assert sync.change == types.TextDocumentSyncKind.Incremental and sync.open_close
+
+
+async def test_inline_after_non_bmp_characters_has_a_valid_same_line_range(shared):
+    uri = doc_uri("emoji.py")
+    shared.open(uri, EMOJI_DOC)
+    line, col = position_of(EMOJI_DOC, EMOJI_DOC.index(" + ") + 3)
+    assert col == len('label = "😀" + ') + 1  # the emoji counts two UTF-16 units
+    items = await shared.inline(uri, line, col)
+    assert items, "the tiny model completes here"
+    rng = items[0].range
+    assert rng.start == types.Position(line, col) and rng.end.line == line
+    assert rng.end.character <= len(EMOJI_DOC.splitlines()[line].encode("utf-16-le")) // 2
+
+
+async def test_utf8_positions_when_the_client_offers_only_utf8(tiny_model_dir):
+    s = await Session().start(tiny_options(tiny_model_dir), encodings=["utf-8"])
+    try:
+        assert s.result.capabilities.position_encoding == types.PositionEncodingKind.Utf8
+        uri = doc_uri("emoji8.py")
+        s.open(uri, EMOJI_DOC)
+        line_text = 'label = "😀" + '
+        items = await s.inline(uri, 1, len(line_text.encode("utf-8")))
+        assert items and items[0].range.start == types.Position(1, len(line_text.encode("utf-8")))
+        assert await s.inline(uri, 1, line_text.encode("utf-8").index("😀".encode()) + 2) == []  # inside the emoji
+    finally:
+        await s.stop()
+
+
+async def test_inline_honours_the_selected_completion_item(shared):
+    text = SAMPLE.read_text()
+    uri = doc_uri("selected.py")
+    offset = end_of_line_with(text, "return self.price * self.quantity")
+    text = text[:offset] + "\n        sel" + text[offset:]
+    shared.open(uri, text)
+    line, col = position_of(text, offset + len("\n        sel"))
+    selected = types.SelectedCompletionInfo(
+        range=types.Range(types.Position(line, 8), types.Position(line, col)), text="self"
+    )
+    items = await shared.inline(uri, line, col, selected=selected)
+    assert items and items[0].insert_text.startswith("self")
+    assert items[0].range.start == types.Position(line, 8) and items[0].range.end.line == line
+
+
+def _explain_params(uri: str, token: str | None = None) -> dict:
+    rng = {"start": {"line": 16, "character": 0}, "end": {"line": 19, "character": 0}}
+    return {"textDocument": {"uri": uri}, "range": rng} | ({"workDoneToken": token} if token else {})
+
+
+async def test_explain_streams_progress_reports_then_the_full_text(shared):
+    uri = doc_uri("explain.py")
+    shared.open(uri, SAMPLE.read_text())
+    answer = await shared.request("parafill/explain", _explain_params(uri, "explain-1"))
+    events = [value for token, value in shared.progress if token == "explain-1"]
+    kinds = [e["kind"] for e in events]
+    assert kinds[0] == "begin" and kinds[-1] == "end" and kinds.count("report") >= 2
+    streamed = "".join(e.get("message", "") for e in events if e["kind"] == "report")
+    assert answer["text"] and streamed == answer["text"]
+    assert answer["route"] == "ar" and answer["forward_passes"] >= 2
+
+    # the command form, with no token: the server creates one (window/workDoneProgress/create)
+    before = len(shared.progress)
+    rng = types.Range(types.Position(16, 0), types.Position(19, 0))
+    params = types.ExecuteCommandParams(command="parafill.explain", arguments=[uri, rng])
+    result = await shared.request(types.WORKSPACE_EXECUTE_COMMAND, params)
+    created = [value for _, value in shared.progress[before:]]
+    assert result["text"] and sum(e["kind"] == "report" for e in created) >= 2
+
+
+async def test_explain_can_be_cancelled_and_its_work_stops(shared):
+    uri = doc_uri("cancel.py")
+    shared.open(uri, SAMPLE.read_text())
+    before = await shared.stats()
+    msg_id = shared.next_id()
+    pending = shared.send("parafill/explain", _explain_params(uri, "explain-c"), msg_id)
+    for _ in range(1000):
+        if any(v["kind"] == "report" for t, v in shared.progress if t == "explain-c"):
+            break
+        await asyncio.sleep(0.01)
+    shared.cancel(msg_id)
+    with pytest.raises(JsonRpcRequestCancelled):
+        await asyncio.wait_for(pending, 30)
+    first = await shared.stats()
+    await asyncio.sleep(0.5)
+    second = await shared.stats()
+    assert second["active"] == 0 and second["pass_checks"] == first["pass_checks"]
+    assert second["forward_passes"] == first["forward_passes"]
+    assert second["cancelled"] == before["cancelled"] + 1
+    assert second["forward_passes"] - before["forward_passes"] < 256  # stopped before the length limit
+    assert [v["kind"] for t, v in shared.progress if t == "explain-c"][-1] == "end"

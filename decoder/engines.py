@@ -17,7 +17,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from decoder.block_causal_engine import BlockCausalEngine
-from decoder.config import ModelConfig
+from decoder.checkpoint import CheckpointError
+from decoder.config import ModelConfig, ModelConfigError
 from decoder.engine import Engine, EngineOptions
 from decoder.families import Family, family_of
 from decoder.generation import GenerationControl, GenerationParams, GenerationResult
@@ -30,7 +31,12 @@ ROUTES = ("inline", "explain")
 def open_family_engine(folder: str | Path, options: EngineOptions | None = None) -> Engine:
     """The engine for the checkpoint in `folder`, laid out as its family was trained."""
     folder = Path(folder)
-    cfg = ModelConfig.from_folder(folder)
+    if not folder.is_dir():
+        raise CheckpointError(f"model folder {folder} does not exist")
+    try:
+        cfg = ModelConfig.from_folder(folder)
+    except ModelConfigError as exc:
+        raise CheckpointError(str(exc)) from exc
     family = family_of(cfg)
     engine_class = BlockCausalEngine if family.kv_layout == "block_causal" else Engine
     engine = engine_class.from_folder(folder, options)
@@ -89,6 +95,10 @@ class ModelRoutes:
             return cls(inline=inline, explain=inline)
         return cls(inline=inline, explain=open_family_engine(explain_model, options))
 
+    @classmethod
+    def from_engines(cls, inline: Engine, explain: Engine | None = None) -> ModelRoutes:
+        return cls(inline=inline, explain=explain or inline)
+
     @property
     def shared(self) -> bool:
         return self.inline is self.explain
@@ -99,7 +109,7 @@ class ModelRoutes:
         return self.inline if kind == "inline" else self.explain
 
     def mode_for(self, kind: str) -> str:
-        """"block" or "ar": the family's route for this kind on the engine that serves it."""
+        """ "block" or "ar": the family's route for this kind on the engine that serves it."""
         engine = self.engine_for(kind)
         family = getattr(engine, "family", None) or family_of(engine.model.config)
         return family.mode_for(kind, has_mask=engine.mask_token_id is not None)

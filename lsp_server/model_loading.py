@@ -11,6 +11,7 @@ import torch
 from decoder.checkpoint import CheckpointError
 from decoder.defaults import default_model_dir
 from decoder.engine import BACKENDS, Engine, EngineOptions
+from decoder.engines import ModelRoutes, open_family_engine
 from decoder.onnx_backend.errors import OnnxBackendError
 from decoder.tokenizer import TokenizerError
 from lsp_server.errors import UserError
@@ -50,11 +51,31 @@ def open_engine(
     if backend == "onnx":
         _show_backend_notices()
     try:
-        return Engine.from_folder(folder, options)
+        return open_family_engine(folder, options)  # Engine, or BlockCausalEngine for Fast-dLLM v2 / SDAR
     except (CheckpointError, TokenizerError) as exc:
         raise UserError(f"cannot load model from {folder}: {exc}") from exc
     except OnnxBackendError as exc:  # a missing package, a failed export, an unsupported device or dtype
         raise UserError(f"backend onnx: {exc}") from exc
+
+
+def open_routes(
+    model: str | Path | None,
+    explain_model: str | Path | None = None,
+    device: str = "cpu",
+    dtype: str | None = None,
+    use_cache: bool = True,
+    cache_bytes: int = 256 << 20,
+    backend: str = "torch",
+) -> ModelRoutes:
+    """One model for both routes, or `explain_model` (e.g. Qwen2.5-Coder-Instruct) for explain. Each
+    engine keeps its own prefix cache; `cache_bytes` is the budget of each."""
+    inline = open_engine(model, device, dtype, use_cache, cache_bytes, backend)
+    if explain_model is None:
+        return ModelRoutes.from_engines(inline)
+    same = Path(explain_model).resolve() == (Path(model) if model else default_model_dir()).resolve()
+    if same:
+        return ModelRoutes.from_engines(inline)
+    return ModelRoutes.from_engines(inline, open_engine(explain_model, device, dtype, use_cache, cache_bytes, backend))
 
 
 def _show_backend_notices() -> None:

@@ -144,7 +144,7 @@ def run_inline(
         block_size=settings.block_size,
         threshold=settings.threshold,
     )
-    mode = RoutingRules().choose("inline", params)
+    mode = RoutingRules(inline=settings.inline_mode).choose("inline", params)
     if mode == "block" and engine.mask_token_id is None:
         mode = "ar"  # a plain AR checkpoint still completes, one token per pass
     reserve = params.max_new_tokens + params.block_size + 4

@@ -25,6 +25,7 @@ class Settings:
     max_tokens_line: int = 32  # span limit when word characters follow the cursor
     max_tokens_block: int = 64  # span limit for a multi-line completion
     max_lines: int = 16  # multi-line completions stop after this many lines
+    inline_mode: str = "block"  # decoder for inline completions: "block" (diffusion) or "ar" (for comparison)
     block_size: int = 8
     threshold: float = 0.9
     time_budget_ms: int = 2000  # hard limit per inline request; what is committed by then is answered
@@ -60,6 +61,7 @@ _RULES: dict[str, tuple[type, float | None, float | None]] = {
     "max_tokens_line": (int, 1, 512),
     "max_tokens_block": (int, 1, 1024),
     "max_lines": (int, 1, 200),
+    "inline_mode": (str, None, None),
     "block_size": (int, 1, 256),
     "threshold": (float, 0.0, 1.0),
     "time_budget_ms": (int, 1, 600_000),
@@ -75,6 +77,8 @@ _RULES: dict[str, tuple[type, float | None, float | None]] = {
     "explain_max_chars": (int, 1, 10_000_000),
     "max_document_kb": (int, 1, 1 << 22),
 }
+
+_CHOICES = {"inline_mode": ("block", "ar"), "backend": ("torch", "onnx")}
 
 # Accepted spellings besides the field name and its camelCase form.
 _ALIASES = {
@@ -109,6 +113,8 @@ def _coerce(name: str, value: Any) -> Any:
     if kind is str:
         if not isinstance(value, str):
             raise ValueError("expected a string")
+        if name in _CHOICES and value not in _CHOICES[name]:
+            raise ValueError(f"expected one of {', '.join(_CHOICES[name])}")
         if name in ("model", "dtype"):
             return value.strip() or None  # "" means "the default"
         return value.strip()

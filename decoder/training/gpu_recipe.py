@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--corpus", type=Path, default=None, help="use this prepared corpus folder instead of building")
     p.add_argument("--tokenizer", type=Path, default=REPO / "models" / "default", help="folder with tokenizer.json")
     p.add_argument("--size", default="20m", choices=sorted(SIZES))
-    p.add_argument("--minutes", type=float, default=6.0, help="training time budget (compile included)")
+    p.add_argument("--minutes", type=float, default=5.0, help="training time budget (step time; compile warm-up apart)")
     p.add_argument("--max-steps", type=int, default=None)
     p.add_argument("--seq-len", type=int, default=512)
     p.add_argument("--batch-size", type=int, default=128)
@@ -158,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         corpus_dir = work / "corpus"
         sha, modules = heldout_sha(args.tokenizer)
-        max_mb = args.max_corpus_mb if args.max_corpus_mb is not None else (0.5 if args.tiny else None)
+        max_mb = args.max_corpus_mb if args.max_corpus_mb is not None else (0.5 if args.tiny else 400.0)
         build_corpus(
             corpus_dir,
             roots=None,
@@ -167,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
             holdout=modules,
             heldout_sha=sha,
             max_bytes=None if max_mb is None else int(max_mb * 1e6),
-            explain_max_files=100 if args.tiny else 4000,
+            explain_max_files=100 if args.tiny else 2000,
             log=log,
         )
     corpus_seconds = time.time() - t0
@@ -198,12 +198,12 @@ def main(argv: list[str] | None = None) -> int:
         ar_fraction=args.ar_fraction,
         eval_every_minutes=2.0,
         eval_windows=8 if args.tiny else 512,
-        eval_batch=8 if args.tiny else 64,
+        eval_batch=8 if args.tiny else batch,  # same shape as training: no recompile for eval
         checkpoint_every_minutes=1e9,  # one checkpoint at the end: the run is short
         export_every_minutes=1e9,
         export_dir=str(export_dir),
         compile=compile_,
-        threads=2 if not cuda else None,
+        threads=1 if args.tiny else (2 if not cuda else None),
         device=device,
         progress=False,
     )

@@ -23,7 +23,7 @@ def tiny_cfg(corpus: Path, run: Path, **kw) -> TrainConfig:
         warmup_steps=5,
         eval_windows=4,
         eval_batch=4,
-        threads=2,
+        threads=1,
         progress=False,
         eval_every_minutes=1e9,
         checkpoint_every_minutes=1e9,

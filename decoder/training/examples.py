@@ -77,7 +77,11 @@ class Batcher:
         self.explain_starts = None
         if self.explain is not None:
             starts = np.flatnonzero(np.asarray(self.explain) == EXPLAIN_CODE)
-            self.explain_starts = starts[starts + seq_len <= len(self.explain)]
+            lengths = np.diff(np.append(starts, len(self.explain)))
+            ok = starts + seq_len <= len(self.explain)
+            # Prefer examples that fit in a row: a truncated one never reaches its docstring.
+            fits = ok & (lengths <= seq_len)
+            self.explain_starts = starts[fits] if fits.any() else starts[ok]
             if len(self.explain_starts) == 0:
                 self.explain = None
 

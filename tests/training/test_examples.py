@@ -1,0 +1,74 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from tokenizers import Tokenizer
+
+from decoder.training import corpus as C
+from decoder.training.examples import (
+    EOT,
+    EXPLAIN_CODE,
+    FIM_MIDDLE,
+    FIM_PREFIX,
+    FIM_SUFFIX,
+    Batcher,
+    MixConfig,
+    byte_table,
+    newline_table,
+)
+
+
+def make(tiny_corpus: Path, **mix) -> tuple[Batcher, Tokenizer]:
+    tok = Tokenizer.from_file(str(tiny_corpus / "tokenizer.json"))
+    batcher = Batcher(
+        C.load_shard(tiny_corpus / "train.bin"),
+        64,
+        newline_table(tok),
+        explain=C.load_shard(tiny_corpus / "explain_train.bin"),
+        mix=MixConfig(**mix),
+        seed=0,
+    )
+    return batcher, tok
+
+
+def test_fim_rows_keep_length_and_hold_one_of_each_sentinel(tiny_corpus: Path) -> None:
+    batcher, _ = make(tiny_corpus, fim_rate=1.0, explain_rate=0.0)
+    orders = set()
+    for _ in range(50):
+        row = batcher.row()
+        assert row.shape == (64,)
+        if row[0] in (FIM_PREFIX, FIM_SUFFIX):
+            assert [int((row == t).sum()) for t in (FIM_PREFIX, FIM_SUFFIX, FIM_MIDDLE)] == [1, 1, 1]
+            mid = int(np.flatnonzero(row == FIM_MIDDLE)[0])
+            assert EOT in row[mid:]  # the middle ends with <|endoftext|>
+            orders.add(int(row[0]))
+    assert orders == {FIM_PREFIX, FIM_SUFFIX}  # both SPM and PSM
+
+
+def test_fim_rearrangement_preserves_the_text(tiny_corpus: Path) -> None:
+    batcher, tok = make(tiny_corpus, fim_rate=1.0, explain_rate=0.0, spm_rate=0.0)
+    window = np.asarray(batcher.docs[:64], dtype=np.int64)
+    row = batcher.fim(window)
+    if row[0] == FIM_PREFIX:
+        s, m = int(np.flatnonzero(row == FIM_SUFFIX)[0]), int(np.flatnonzero(row == FIM_MIDDLE)[0])
+        end = m + 1 + int(np.flatnonzero(row[m + 1 :] == EOT)[0])
+        pre, suf, mid = row[1:s], row[s + 1 : m], row[m + 1 : end]
+        rebuilt = np.concatenate([pre, mid, suf])
+        assert tok.decode(rebuilt.tolist()) == tok.decode(window[: len(rebuilt)].tolist())
+
+
+def test_explain_rows_start_at_an_example_and_fit(tiny_corpus: Path) -> None:
+    batcher, tok = make(tiny_corpus, explain_rate=1.0)
+    row = batcher.row()
+    assert row[0] == EXPLAIN_CODE
+    assert "<|explain_text|>" in tok.decode(row.tolist(), skip_special_tokens=False)
+
+
+def test_byte_table_counts_utf8_bytes(tiny_corpus: Path) -> None:
+    tok = Tokenizer.from_file(str(tiny_corpus / "tokenizer.json"))
+    table = byte_table(tok)
+    text = "def f(x):\n    return 'é'\n"
+    ids = tok.encode(text).ids
+    assert int(table[ids].sum()) == len(text.encode("utf-8"))
+    assert table[:8].sum() == 0  # special tokens stand for no bytes

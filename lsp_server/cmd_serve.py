@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 from typing import BinaryIO
@@ -48,17 +47,10 @@ def run(args: argparse.Namespace) -> int:
     setup_logging(args.log_level)
     backend = getattr(args, "backend", "torch")
     server = create_server(Settings(model=args.model, device=args.device, dtype=args.dtype, backend=backend))
-    try:
-        if args.tcp:
-            host, port = parse_tcp(args.tcp)
-            server.start_tcp(host, port)
-        else:
-            server.start_io(sys.stdin.buffer, protocol_stdout())
-    finally:
-        server.scheduler.shutdown()
-    code = 0 if server.protocol._shutdown else 1  # LSP: exit without shutdown first is an error
-    # Leave now rather than through interpreter finalisation: pygls's stdin reader thread may be blocked
-    # in readline, and a model still loading in a daemon thread aborts the process when torch is torn down.
-    logging.shutdown()
-    sys.stderr.flush()
-    os._exit(code)
+    if args.tcp:
+        host, port = parse_tcp(args.tcp)
+        server.start_tcp(host, port)
+    else:
+        server.start_io(sys.stdin.buffer, protocol_stdout())
+    server.exit_now()  # the client went away without `exit` (end of input): same exit path
+    return 1

@@ -98,10 +98,15 @@ class EngineHolder:
 
     # -- use ------------------------------------------------------------------------------------------
 
-    def get(self, timeout: float | None = None) -> Engine:
-        """The loaded engine, waiting up to `timeout` seconds for a load in progress."""
+    def get(self, timeout: float = 0.0, interrupt: Callable[[], str | None] | None = None) -> Engine:
+        """The loaded engine, waiting up to `timeout` seconds for a load in progress (less if `interrupt`
+        says the request is no longer wanted: a superseded request must not hold a worker)."""
+        give_up = time.monotonic() + timeout
         with self._cond:
-            self._cond.wait_for(lambda: not self._loading, timeout=timeout)
+            while self._loading and (left := give_up - time.monotonic()) > 0:
+                if interrupt is not None and interrupt():
+                    raise ModelUnavailable("the request was cancelled while the model was loading")
+                self._cond.wait(min(left, 0.1))
             if self._engine is not None:
                 return self._engine
             if self._loading:

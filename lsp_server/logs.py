@@ -65,6 +65,7 @@ def setup_logging(level: str | int = "INFO") -> None:
     root.handlers[:] = [handler]
     root.setLevel(level if isinstance(level, int) else level.upper())
     logging.getLogger("pygls").setLevel(logging.WARNING)  # its INFO lines carry whole message bodies
+    logging.getLogger("pygls.server").setLevel(logging.INFO)  # but say where a TCP server listens
 
 
 def attach_client_handler(send: Callable[[types.LogMessageParams], None]) -> ClientLogHandler:

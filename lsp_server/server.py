@@ -11,6 +11,8 @@ import contextlib
 import enum
 import json
 import logging
+import os
+import sys
 from typing import Any
 
 from lsprotocol import types
@@ -83,6 +85,17 @@ class ParafillServer(LanguageServer):
         else:
             log.warning("bad message (%s: %s): still serving", type(error).__name__, error)
 
+    def exit_now(self) -> None:
+        """`exit`: 0 after `shutdown`, else 1 (LSP). Leave at once rather than through interpreter teardown:
+        pygls's stdin reader thread may be blocked in readline, a model still loading in a daemon thread
+        aborts the process when torch is torn down, and over TCP pygls's own exit prints a traceback."""
+        self.scheduler.shutdown()
+        logging.shutdown()
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(0 if self.protocol._shutdown else 1)
+
     async def explain_command(self, params: types.ExecuteCommandParams) -> dict[str, Any]:
         uri, rng = parse_command_arguments(params)
         return await answer_explain(self, uri, rng, params.work_done_token)
@@ -153,6 +166,10 @@ def create_server(settings: Settings | None = None) -> ParafillServer:
     @server.feature(types.SHUTDOWN)
     def shutdown(ls: ParafillServer, params: Any) -> None:
         ls.scheduler.cancel_all("shutdown")
+
+    @server.feature(types.EXIT)
+    def exit_(ls: ParafillServer, params: Any) -> None:
+        ls.exit_now()
 
     return server
 

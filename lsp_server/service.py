@@ -12,13 +12,16 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lsp_server.doc_state import DocumentStates
 from lsp_server.engine_holder import EngineHolder, ModelUnavailable
 from lsp_server.explain import ExplainAnswer, run_explain
 from lsp_server.inline import InlineAnswer, InlineRequest, answer_for, run_inline, surroundings
 from lsp_server.settings import Settings, parse_settings
+
+if TYPE_CHECKING:
+    from decoder.engine import Engine
 
 log = logging.getLogger("parafill.service")
 
@@ -83,7 +86,7 @@ class CompletionService:
         if not settings.enable:
             return self._finish_inline(answer_for(geo, None, "none", "disabled"))
         try:
-            engine = self.holder.get(timeout=self.load_wait_s)
+            engine = self._engine(interrupt)
         except ModelUnavailable as exc:
             return self._finish_inline(answer_for(geo, None, "none", f"model unavailable: {exc}"))
         self._count("inline_model_runs")
@@ -99,13 +102,20 @@ class CompletionService:
     def explain(self, code: str, interrupt: Interrupt | None = None, on_text: Callable[[str], None] | None = None):
         """Explain `code`; raises ModelUnavailable or ExplainError when it cannot."""
         self._count("explain_requests")
-        engine = self.holder.get(timeout=self.load_wait_s)
+        engine = self._engine(interrupt)
         with self._active():
             answer: ExplainAnswer = run_explain(engine, code, self._settings, self._counting(interrupt), on_text)
         self._count("forward_passes", answer.forward_passes)
         with self._lock:
             self._last["explain"] = answer.to_json() | {"text": answer.text[:200]}
         return answer
+
+    def _engine(self, interrupt: Interrupt | None) -> Engine:
+        """The engine, loading it first if nothing asked for it yet (a client that never sent
+        `initialized`); waits for a load in progress."""
+        if self._settings.enable:
+            self.holder.request(self._settings)  # no-op when this engine is loaded, loading or failed
+        return self.holder.get(timeout=self.load_wait_s, interrupt=interrupt)
 
     def forget_document(self, uri: str) -> None:
         self.states.forget(uri)

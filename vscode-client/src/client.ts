@@ -15,9 +15,18 @@ import {
 } from 'vscode-languageclient/node';
 import * as settings from './settings';
 import { explainStartFailure, resolveServerCommand, type ServerCommand, ServerNotFoundError } from './serverCommand';
-import type { StatusBar } from './statusBar';
+import type { ModelState, StatusBar } from './statusBar';
+
+/** The `model` part of the server's `parafill/stats` answer (lsp_server/engine_holder.py). */
+interface ModelStatus {
+  state: ModelState;
+  error?: string | null;
+  folder?: string;
+  device?: string;
+}
 
 const MAX_RESTARTS = 4;
+const STATS_REQUEST = 'parafill/stats';
 const RESTART_WINDOW_MS = 3 * 60 * 1000;
 const STDERR_TAIL_LINES = 40;
 
@@ -28,6 +37,7 @@ export class ParafillClient implements vscode.Disposable {
   private crashTimes: number[] = [];
   private starting: Promise<void> | undefined;
   private readonly disposables: vscode.Disposable[] = [];
+  private modelTimer: ReturnType<typeof setTimeout> | undefined;
 
   constructor(
     private readonly log: vscode.LogOutputChannel,
@@ -69,12 +79,13 @@ export class ParafillClient implements vscode.Disposable {
   }
 
   /** Send the current settings to the running server. */
-  sendSettings(): void {
+  async sendSettings(): Promise<void> {
     const client = this.languageClient;
     if (client) {
-      void client.sendNotification(DidChangeConfigurationNotification.type, {
+      await client.sendNotification(DidChangeConfigurationNotification.type, {
         settings: { [settings.SECTION]: settings.serverSettings() },
       });
+      this.watchModel(); // a model, device or cache change reloads the model
     }
   }
 
@@ -150,6 +161,7 @@ export class ParafillClient implements vscode.Disposable {
     client.onDidChangeState((e) => {
       if (this.client === client && e.newState === State.Running) {
         this.status.setState('running');
+        this.watchModel();
       }
     });
     try {
@@ -168,6 +180,38 @@ export class ParafillClient implements vscode.Disposable {
     const info = client.initializeResult?.serverInfo;
     this.log.info(`server running${info ? `: ${info.name} ${info.version ?? ''}` : ''}`);
     this.status.setState('running');
+    this.watchModel();
+  }
+
+  /**
+   * Follow the model's loading through `parafill/stats` (state loading -> ready | failed) for the status bar.
+   * A server without that request is left alone.
+   */
+  watchModel(): void {
+    const client = this.client;
+    if (this.modelTimer) {
+      clearTimeout(this.modelTimer);
+    }
+    const poll = async (delayMs: number): Promise<void> => {
+      if (!client || this.client !== client || client.state !== State.Running) {
+        return;
+      }
+      let model: ModelStatus | undefined;
+      try {
+        const stats = await client.sendRequest<{ model?: ModelStatus }>(STATS_REQUEST, {});
+        model = stats?.model;
+      } catch {
+        return; // not supported, or the server went away
+      }
+      if (!model) {
+        return;
+      }
+      this.status.setModelState(model.state, model.error ?? undefined, model.folder, model.device);
+      if (model.state === 'loading' || model.state === 'idle') {
+        this.modelTimer = setTimeout(() => void poll(Math.min(delayMs * 2, 2000)), delayMs);
+      }
+    };
+    void poll(250);
   }
 
   private onClosed(): CloseHandlerResult {
@@ -202,6 +246,9 @@ export class ParafillClient implements vscode.Disposable {
   }
 
   dispose(): void {
+    if (this.modelTimer) {
+      clearTimeout(this.modelTimer);
+    }
     void this.stop();
     this.disposables.forEach((d) => d.dispose());
   }

@@ -10,22 +10,6 @@ interface ExplainResult {
   text?: string;
 }
 
-/**
- * Turns successive progress messages into the text to append. The server sends each report's message as
- * the new piece of text; a server that sends the whole text so far is handled too (the shown text is then a
- * prefix of the message).
- */
-export class StreamedText {
-  text = '';
-
-  /** The part of `message` that is new. */
-  push(message: string, cumulative: boolean): string {
-    const delta = cumulative && message.startsWith(this.text) ? message.slice(this.text.length) : message;
-    this.text += delta;
-    return delta;
-  }
-}
-
 export class ExplainController implements vscode.Disposable {
   private readonly channel: vscode.OutputChannel;
   private current: vscode.CancellationTokenSource | undefined;
@@ -58,27 +42,20 @@ export class ExplainController implements vscode.Disposable {
     const cts = new vscode.CancellationTokenSource();
     this.current = cts;
 
-    const where = `${path.basename(document.uri.fsPath || document.uri.path)}:${range.start.line + 1}-${range.end.line + 1}`;
+    // A selection that ends at column 0 does not include that line.
+    const lastLine = range.end.character === 0 && range.end.line > range.start.line ? range.end.line : range.end.line + 1;
+    const where = `${path.basename(document.uri.fsPath || document.uri.path)}:${range.start.line + 1}-${lastLine}`;
     this.channel.clear();
     this.channel.append(`# Explain ${where}\n\n`);
     this.channel.show(true);
 
     const token = `parafill-explain-${Date.now()}-${++this.counter}`;
-    const streamed = new StreamedText();
-    let cumulative = false;
+    // Each report's message is the text added since the previous report (lsp_server/progress.py).
+    let streamed = '';
     const progress = client.onProgress(WorkDoneProgress.type, token, (value) => {
-      if (cts.token.isCancellationRequested) {
-        return;
-      }
-      if (value.kind === 'begin') {
-        // A server may say in the title whether reports carry the whole text so far.
-        cumulative = /cumulative/i.test(value.title ?? '');
-      }
-      if ((value.kind === 'report' || value.kind === 'begin') && value.message) {
-        const delta = streamed.push(value.message, cumulative);
-        if (delta) {
-          this.channel.append(delta);
-        }
+      if (value.kind === 'report' && value.message && !cts.token.isCancellationRequested) {
+        streamed += value.message;
+        this.channel.append(value.message);
       }
     });
 
@@ -95,7 +72,7 @@ export class ExplainController implements vscode.Disposable {
             };
             const result = await client.sendRequest<ExplainResult | string | null>(EXPLAIN_METHOD, params, cts.token);
             const text = typeof result === 'string' ? result : (result?.text ?? '');
-            if (text && text !== streamed.text) {
+            if (text && text !== streamed) {
               // The response is authoritative: show it whole if the stream missed or reordered anything.
               this.channel.replace(`# Explain ${where}\n\n${text}`);
             }

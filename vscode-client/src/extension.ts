@@ -33,7 +33,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ expl
       if (settings.needsRestart(event)) {
         await parafill?.restart();
       } else {
-        parafill?.sendSettings();
+        await parafill?.sendSettings();
       }
     }),
   );

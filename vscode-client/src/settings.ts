@@ -6,19 +6,25 @@ export const SECTION = 'parafill';
 
 /**
  * Server setting name for each `parafill.<key>` that is forwarded (see lsp_server/settings.py).
- * Empty strings and "auto" are left out so the server keeps its own default.
+ * An empty model or dtype means the server's default (the shipped model, the model's dtype); other empty
+ * strings are left out.
  */
 export const SERVER_KEYS: Record<string, string> = {
   enable: 'enable',
   model: 'model',
   device: 'device',
-  singleLineMaxTokens: 'singleLineMaxTokens',
-  multiLineMaxTokens: 'multiLineMaxTokens',
+  dtype: 'dtype',
+  maxTokensSingleLine: 'maxTokensLine',
+  maxTokensMultiLine: 'maxTokensBlock',
+  maxLines: 'maxLines',
   blockSize: 'blockSize',
   threshold: 'threshold',
   timeBudgetMs: 'timeBudgetMs',
   debounceMs: 'debounceMs',
-  cacheBudgetMb: 'cacheBudgetMb',
+  cacheBudgetMb: 'cacheMb',
+  contextTokens: 'contextTokens',
+  'explain.maxTokens': 'explainMaxTokens',
+  'explain.timeBudgetMs': 'explainTimeBudgetMs',
 };
 
 /** Settings whose change needs a new server process rather than a didChangeConfiguration. */
@@ -52,7 +58,7 @@ export function serverSettings(): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const [key, serverKey] of Object.entries(SERVER_KEYS)) {
     const value = c.get<unknown>(key);
-    if (value === undefined || value === null || value === '' || (key === 'device' && value === 'auto')) {
+    if (value === undefined || value === null || (value === '' && key !== 'model' && key !== 'dtype')) {
       continue;
     }
     out[serverKey] = value;

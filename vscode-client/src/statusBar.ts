@@ -1,16 +1,21 @@
-// The status bar item: model, last completion latency, on/off toggle (click), server state.
+// The status bar item: model, last completion latency, on/off toggle (click), server and model state.
+import * as path from 'node:path';
 import * as vscode from 'vscode';
 
 export type ServerState = 'starting' | 'running' | 'stopped' | 'failed';
+/** The model's state as the server reports it in `parafill/stats`. */
+export type ModelState = 'idle' | 'loading' | 'ready' | 'failed';
 
 export class StatusBar implements vscode.Disposable {
   private readonly item: vscode.StatusBarItem;
   private state: ServerState = 'stopped';
+  private detail = '';
   private enabled = true;
   private model = 'default';
   private device = '';
+  private modelState: ModelState | undefined;
+  private modelError: string | undefined;
   private lastLatencyMs: number | undefined;
-  private detail = '';
 
   constructor() {
     this.item = vscode.window.createStatusBarItem('parafill.status', vscode.StatusBarAlignment.Right, 100);
@@ -22,6 +27,9 @@ export class StatusBar implements vscode.Disposable {
   setState(state: ServerState, detail = ''): void {
     this.state = state;
     this.detail = detail;
+    if (state !== 'running') {
+      this.modelState = undefined;
+    }
     this.render();
   }
 
@@ -30,9 +38,23 @@ export class StatusBar implements vscode.Disposable {
     this.render();
   }
 
+  /** From the settings, before the server says more. */
   setModel(model: string, device = ''): void {
     this.model = model;
     this.device = device;
+    this.render();
+  }
+
+  /** From the server: the model's state, and the folder and device it really uses. */
+  setModelState(state: ModelState, error?: string, folder?: string, device?: string): void {
+    this.modelState = state;
+    this.modelError = error;
+    if (folder) {
+      this.model = path.basename(folder.replace(/[/\\]+$/, '')) || folder;
+    }
+    if (device) {
+      this.device = device;
+    }
     this.render();
   }
 
@@ -42,33 +64,46 @@ export class StatusBar implements vscode.Disposable {
   }
 
   private render(): void {
-    const latency = this.lastLatencyMs === undefined ? '' : ` ${Math.round(this.lastLatencyMs)} ms`;
+    const latency = this.lastLatencyMs === undefined ? '' : `${Math.round(this.lastLatencyMs)} ms`;
     const tip = new vscode.MarkdownString(undefined, true);
     tip.appendMarkdown('**parafill** inline completions\n\n');
-    tip.appendMarkdown(`- Model: \`${this.model}\`${this.device ? ` on ${this.device}` : ''}\n`);
-    tip.appendMarkdown(`- Last completion: ${latency ? latency.trim() : 'none yet'}\n`);
+    tip.appendMarkdown(`- Model: \`${this.model}\`${this.device ? ` on ${this.device}` : ''}`);
+    tip.appendMarkdown(`${this.modelState ? ` (${this.modelState})` : ''}\n`);
+    if (this.modelError) {
+      tip.appendMarkdown(`- Error: ${this.modelError}\n`);
+    }
+    tip.appendMarkdown(`- Last completion: ${latency || 'none yet'}\n`);
     tip.appendMarkdown(`- Server: ${this.state}${this.detail ? ` (${this.detail})` : ''}\n\n`);
     this.item.backgroundColor = undefined;
+    let text: string;
     if (this.state === 'failed') {
-      this.item.text = '$(error) parafill';
+      text = '$(error) parafill';
       this.item.backgroundColor = new vscode.ThemeColor('statusBarItem.errorBackground');
       this.item.command = 'parafill.showLog';
       tip.appendMarkdown('Click to show the server log.');
-    } else if (this.state === 'starting') {
-      this.item.text = `$(loading~spin) parafill ${this.model}`;
+    } else if (this.state === 'starting' || this.modelState === 'loading') {
+      text = `$(loading~spin) parafill ${this.model}`;
       this.item.command = 'parafill.showLog';
-      tip.appendMarkdown('Starting the server; click to show its log.');
+      tip.appendMarkdown(this.state === 'starting' ? 'Starting the server…' : 'Loading the model…');
+    } else if (this.modelState === 'failed') {
+      text = `$(warning) parafill ${this.model}`;
+      this.item.backgroundColor = new vscode.ThemeColor('statusBarItem.warningBackground');
+      this.item.command = 'parafill.showLog';
+      tip.appendMarkdown('The model did not load: fix "parafill.model" or "parafill.device". Click to show the log.');
     } else if (!this.enabled) {
-      this.item.text = '$(circle-slash) parafill off';
+      text = '$(circle-slash) parafill off';
       this.item.command = 'parafill.toggle';
       tip.appendMarkdown('Click to turn inline completions on.');
     } else {
-      this.item.text = `$(sparkle) parafill ${this.model}${latency ? ` ·${latency}` : ''}`;
+      text = `$(sparkle) parafill ${this.model}${latency ? ` · ${latency}` : ''}`;
       this.item.command = 'parafill.toggle';
       tip.appendMarkdown('Click to turn inline completions off.');
     }
+    this.item.text = text;
     this.item.tooltip = tip;
-    this.item.accessibilityInformation = { label: `parafill ${this.enabled ? 'on' : 'off'}, ${this.state}` };
+    this.item.accessibilityInformation = {
+      label: `parafill ${this.enabled ? 'on' : 'off'}, server ${this.state}${this.modelState ? `, model ${this.modelState}` : ''}`,
+    };
   }
 
   dispose(): void {

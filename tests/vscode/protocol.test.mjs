@@ -1,0 +1,227 @@
+// Protocol-level test: the client library VS Code uses (vscode-languageserver-protocol + vscode-jsonrpc)
+// drives the real `parafill serve` over stdio: initialize, didOpen, inline completion, settings, explain with
+// streamed progress (request and command), cancellation, shutdown/exit.
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { after, before, describe, test } from 'node:test';
+import { pathToFileURL } from 'node:url';
+import * as path from 'node:path';
+import { ROOT, requireClientDep, serverExecutable, sleep, testModelFolder } from './helpers.mjs';
+
+const P = requireClientDep('vscode-languageserver-protocol/node');
+
+const SOURCE = `def add(a, b):
+    """Return the sum of a and b."""
+    return a + b
+
+
+class Stack:
+    def __init__(self):
+        self.items = []
+
+    def push(self, item):
+        self.items.append(item)
+
+    def pop(self):
+        return self.
+`;
+const URI = pathToFileURL(path.join(ROOT, 'example_stack.py')).href;
+const CURSOR = { line: 13, character: '        return self.'.length };
+const FUNCTION_RANGE = { start: { line: 0, character: 0 }, end: { line: 2, character: 16 } };
+
+describe('parafill serve over stdio (vscode-languageserver-protocol)', () => {
+  let proc;
+  let conn;
+  let stderr = '';
+  let exitCode;
+  let initResult;
+  const logMessages = [];
+
+  before(async () => {
+    proc = spawn(serverExecutable(), ['serve'], { cwd: ROOT, stdio: ['pipe', 'pipe', 'pipe'] });
+    proc.stderr.on('data', (d) => {
+      stderr += d.toString();
+    });
+    proc.on('exit', (code) => {
+      exitCode = code;
+    });
+    conn = P.createProtocolConnection(new P.StreamMessageReader(proc.stdout), new P.StreamMessageWriter(proc.stdin));
+    conn.onNotification(P.LogMessageNotification.type, (m) => logMessages.push(m.message));
+    conn.onNotification(P.ShowMessageNotification.type, (m) => logMessages.push(m.message));
+    conn.onRequest(P.WorkDoneProgressCreateRequest.type, () => null);
+    conn.listen();
+  });
+
+  after(() => {
+    conn?.dispose();
+    if (proc && proc.exitCode === null) {
+      proc.kill('SIGKILL');
+    }
+  });
+
+  test('initialize advertises inline completion and the explain command', async () => {
+    initResult = await conn.sendRequest(P.InitializeRequest.type, {
+      processId: process.pid,
+      rootUri: pathToFileURL(ROOT).href,
+      workspaceFolders: null,
+      capabilities: {
+        general: { positionEncodings: ['utf-16'] },
+        window: { workDoneProgress: true },
+        textDocument: {
+          synchronization: { dynamicRegistration: false },
+          inlineCompletion: { dynamicRegistration: false },
+        },
+        workspace: { configuration: false },
+      },
+      initializationOptions: { parafill: { model: testModelFolder(), timeBudgetMs: 5000, explainMaxTokens: 64 } },
+    });
+    await conn.sendNotification(P.InitializedNotification.type, {});
+    const caps = initResult.capabilities;
+    assert.ok(caps.inlineCompletionProvider, `no inlineCompletionProvider in ${JSON.stringify(caps)}`);
+    assert.ok(caps.executeCommandProvider?.commands.includes('parafill.explain'), 'parafill.explain not advertised');
+    assert.ok(caps.textDocumentSync, 'no textDocumentSync');
+  });
+
+  test('didOpen then inline completion: text from the model, range on the cursor line', async () => {
+    await conn.sendNotification(P.DidOpenTextDocumentNotification.type, {
+      textDocument: { uri: URI, languageId: 'python', version: 1, text: SOURCE },
+    });
+    // The model loads in the background: an empty answer while loading is allowed, so ask until it answers.
+    const deadline = Date.now() + 120_000;
+    let items = [];
+    while (Date.now() < deadline) {
+      const result = await conn.sendRequest(P.InlineCompletionRequest.type, {
+        textDocument: { uri: URI },
+        position: CURSOR,
+        context: { triggerKind: P.InlineCompletionTriggerKind.Invoked },
+      });
+      items = Array.isArray(result) ? result : (result?.items ?? []);
+      if (items.some((i) => (typeof i.insertText === 'string' ? i.insertText : i.insertText.value).trim())) {
+        break;
+      }
+      await sleep(250);
+    }
+    assert.ok(items.length > 0, `no inline completion within 120 s; server stderr:\n${stderr.slice(-3000)}`);
+    const item = items[0];
+    const text = typeof item.insertText === 'string' ? item.insertText : item.insertText.value;
+    assert.ok(text.length > 0);
+    if (item.range) {
+      assert.equal(item.range.start.line, CURSOR.line, 'range must start on the cursor line');
+      assert.equal(item.range.end.line, CURSOR.line, 'range must end on the cursor line');
+      assert.ok(item.range.end.character >= CURSOR.character);
+    }
+  });
+
+  test('didChange + didChangeConfiguration enable=false: no completions; enable=true: back', async () => {
+    await conn.sendNotification(P.DidChangeTextDocumentNotification.type, {
+      textDocument: { uri: URI, version: 2 },
+      contentChanges: [{ range: { start: CURSOR, end: CURSOR }, text: 'i' }],
+    });
+    const at = { line: CURSOR.line, character: CURSOR.character + 1 };
+    const ask = async () => {
+      const r = await conn.sendRequest(P.InlineCompletionRequest.type, {
+        textDocument: { uri: URI },
+        position: at,
+        context: { triggerKind: P.InlineCompletionTriggerKind.Automatic },
+      });
+      return Array.isArray(r) ? r : (r?.items ?? []);
+    };
+    await conn.sendNotification(P.DidChangeConfigurationNotification.type, { settings: { parafill: { enable: false } } });
+    assert.deepEqual(await ask(), [], 'completions while disabled');
+    await conn.sendNotification(P.DidChangeConfigurationNotification.type, { settings: { parafill: { enable: true } } });
+    const items = await ask();
+    assert.ok(Array.isArray(items));
+  });
+
+  test('parafill/explain streams $/progress reports on the client token and returns the whole text', async () => {
+    const token = 'explain-token-1';
+    const reports = [];
+    let begun = false;
+    let ended = false;
+    const sub = conn.onProgress(P.WorkDoneProgress.type, token, (v) => {
+      if (v.kind === 'begin') {
+        begun = true;
+      } else if (v.kind === 'report' && v.message) {
+        reports.push(v.message);
+      } else if (v.kind === 'end') {
+        ended = true;
+      }
+    });
+    const result = await conn.sendRequest('parafill/explain', {
+      textDocument: { uri: URI },
+      range: FUNCTION_RANGE,
+      workDoneToken: token,
+    });
+    sub.dispose();
+    const text = typeof result === 'string' ? result : result.text;
+    assert.equal(typeof text, 'string');
+    assert.ok(text.length > 0, 'empty explanation');
+    assert.ok(begun && ended, 'progress did not begin and end');
+    assert.ok(reports.length >= 1, 'no progress reports');
+    assert.equal(reports.join(''), text, 'streamed pieces do not add up to the final text');
+  });
+
+  test('workspace/executeCommand parafill.explain (uri, range) answers the same way', async () => {
+    const reports = [];
+    const token = 'explain-token-2';
+    const sub = conn.onProgress(P.WorkDoneProgress.type, token, (v) => {
+      if (v.kind === 'report' && v.message) {
+        reports.push(v.message);
+      }
+    });
+    const result = await conn.sendRequest(P.ExecuteCommandRequest.type, {
+      command: 'parafill.explain',
+      arguments: [URI, FUNCTION_RANGE],
+      workDoneToken: token,
+    });
+    sub.dispose();
+    const text = typeof result === 'string' ? result : result?.text;
+    assert.ok(typeof text === 'string' && text.length > 0, `unexpected result ${JSON.stringify(result)}`);
+    assert.equal(reports.join(''), text);
+  });
+
+  test('cancelling an explain after its first report answers RequestCancelled (-32800)', async (t) => {
+    const token = 'explain-token-3';
+    const source = new P.CancellationTokenSource();
+    let first;
+    const firstReport = new Promise((resolve) => {
+      first = resolve;
+    });
+    const sub = conn.onProgress(P.WorkDoneProgress.type, token, (v) => {
+      if (v.kind === 'report') {
+        first();
+      }
+    });
+    const pending = conn.sendRequest(
+      'parafill/explain',
+      { textDocument: { uri: URI }, range: { start: { line: 0, character: 0 }, end: { line: 13, character: 0 } }, workDoneToken: token },
+      source.token,
+    );
+    let settled = false;
+    pending.then(
+      () => (settled = true),
+      () => (settled = true),
+    );
+    await Promise.race([firstReport, pending.catch(() => undefined)]);
+    if (settled) {
+      sub.dispose();
+      await pending; // an error here is a failure of its own
+      t.diagnostic('the explanation finished before it could be cancelled');
+      return;
+    }
+    source.cancel();
+    await assert.rejects(pending, (err) => err.code === P.LSPErrorCodes.RequestCancelled);
+    sub.dispose();
+  });
+
+  test('shutdown and exit: the process ends with status 0', async () => {
+    await conn.sendRequest(P.ShutdownRequest.type);
+    await conn.sendNotification(P.ExitNotification.type);
+    const deadline = Date.now() + 10_000;
+    while (exitCode === undefined && Date.now() < deadline) {
+      await sleep(50);
+    }
+    assert.equal(exitCode, 0, `server exit status ${exitCode}; stderr:\n${stderr.slice(-2000)}`);
+    assert.ok(!/Traceback/.test(stderr), `traceback on stderr:\n${stderr.slice(-3000)}`);
+  });
+});

@@ -34,7 +34,7 @@ def add_setting_arguments(parser: argparse.ArgumentParser) -> None:
 def settings_from(args: argparse.Namespace) -> Settings:
     raw = {"model": args.model, "device": args.device, "dtype": args.dtype}
     raw["backend"] = getattr(args, "backend", "torch")  # present once the onnx backend option is in
-    for name in ("block_size", "threshold", "time_budget_ms", "explain_max_tokens"):
+    for name in ("explain_model", "block_size", "threshold", "time_budget_ms", "explain_max_tokens"):
         if getattr(args, name, None) is not None:
             raw[name] = getattr(args, name)
     if getattr(args, "max_tokens", None) is not None:

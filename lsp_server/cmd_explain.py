@@ -22,6 +22,7 @@ _LINES = re.compile(r"^(?P<path>.+?):(?P<start>\d+)(?:-(?P<end>\d+))?$")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_model_arguments(parser)
+    parser.add_argument("--explain-model", help="a separate model folder for explain (its own engine and cache)")
     parser.add_argument("location", help="FILE or FILE:START-END (1-based, inclusive lines) or FILE:LINE")
     parser.add_argument("--max-tokens", dest="explain_max_tokens", type=int, help="length limit of the answer")
     parser.add_argument("--json", action="store_true", help="print one JSON object at the end")

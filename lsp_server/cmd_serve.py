@@ -15,6 +15,7 @@ from lsp_server.settings import Settings
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_model_arguments(parser)
+    parser.add_argument("--explain-model", help="a separate model folder for explain (its own engine and cache)")
     transport = parser.add_mutually_exclusive_group()
     transport.add_argument("--stdio", action="store_true", help="talk LSP over stdin/stdout (the default)")
     transport.add_argument("--tcp", metavar="[HOST:]PORT", help="listen on TCP (host 127.0.0.1 unless given)")
@@ -45,8 +46,14 @@ def run(args: argparse.Namespace) -> int:
     from lsp_server.server import create_server  # after argument errors are reported
 
     setup_logging(args.log_level)
-    backend = getattr(args, "backend", "torch")
-    server = create_server(Settings(model=args.model, device=args.device, dtype=args.dtype, backend=backend))
+    settings = Settings(
+        model=args.model,
+        explain_model=args.explain_model,
+        device=args.device,
+        dtype=args.dtype,
+        backend=getattr(args, "backend", "torch"),
+    )
+    server = create_server(settings)
     if args.tcp:
         host, port = parse_tcp(args.tcp)
         server.start_tcp(host, port)

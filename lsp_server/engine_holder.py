@@ -1,4 +1,5 @@
-"""The engine behind the completion service: loaded in the background, reloaded when its settings change.
+"""The engines behind the completion service (one model for both routes, or a separate explain model, as
+`decoder.engines.ModelRoutes`): loaded in the background, reloaded when their settings change.
 
 A missing or corrupt model folder is not fatal: the holder remembers the error, requests that need the
 model get `ModelUnavailable` (inline answers nothing, explain answers an error), and a settings change
@@ -18,6 +19,7 @@ from lsp_server.settings import Settings
 
 if TYPE_CHECKING:
     from decoder.engine import Engine
+    from decoder.engines import ModelRoutes
 
 log = logging.getLogger("parafill.model")
 
@@ -29,7 +31,7 @@ class ModelUnavailable(Exception):
 class EngineHolder:
     def __init__(self, on_load_error: Callable[[str], None] | None = None) -> None:
         self._cond = threading.Condition()
-        self._engine: Engine | None = None
+        self._routes: ModelRoutes | None = None
         self._error: str | None = None
         self._key: tuple | None = None  # engine settings of the current (or loading) engine
         self._loading = False
@@ -47,13 +49,13 @@ class EngineHolder:
                 return False
             self._generation += 1
             generation, self._key, self._loading = self._generation, settings.engine_key, True
-            self._engine, self._error = None, None
+            self._routes, self._error = None, None
         threading.Thread(
             target=self._load, args=(settings, generation), name="parafill-model-load", daemon=True
         ).start()
         return True
 
-    def load_now(self, settings: Settings) -> Engine:
+    def load_now(self, settings: Settings) -> ModelRoutes:
         """Load in this thread (the CLI); raises UserError with the reason on failure."""
         with self._cond:
             self._generation += 1
@@ -65,15 +67,19 @@ class EngineHolder:
             raise UserError(str(exc)) from None
 
     def _load(self, settings: Settings, generation: int, report: bool = True) -> None:
-        from lsp_server.model_loading import open_engine  # imports torch: kept off the server's start-up path
+        from lsp_server.model_loading import open_routes  # imports torch: kept off the server's start-up path
 
         started = time.perf_counter()
-        engine, error = None, None
+        routes, error = None, None
         where = settings.model or "the default model folder"
-        options = {"backend": settings.backend} if settings.backend != "torch" else {}
         try:
-            engine = open_engine(
-                settings.model, settings.device, settings.dtype, cache_bytes=settings.cache_mb << 20, **options
+            routes = open_routes(
+                settings.model,
+                settings.explain_model,
+                settings.device,
+                settings.dtype,
+                cache_bytes=settings.cache_mb << 20,
+                backend=settings.backend,
             )
         except UserError as exc:
             error = str(exc)
@@ -83,9 +89,9 @@ class EngineHolder:
         with self._cond:
             if generation != self._generation:
                 return  # settings changed while loading: a newer load owns the state
-            self._engine, self._error, self._loading = engine, error, False
-            if engine is not None:
-                self._info = _describe(engine, settings, time.perf_counter() - started)
+            self._routes, self._error, self._loading = routes, error, False
+            if routes is not None:
+                self._info = _describe(routes, settings, time.perf_counter() - started)
             self._cond.notify_all()
         if not report:
             return
@@ -98,8 +104,8 @@ class EngineHolder:
 
     # -- use ------------------------------------------------------------------------------------------
 
-    def get(self, timeout: float = 0.0, interrupt: Callable[[], str | None] | None = None) -> Engine:
-        """The loaded engine, waiting up to `timeout` seconds for a load in progress (less if `interrupt`
+    def get(self, timeout: float = 0.0, interrupt: Callable[[], str | None] | None = None) -> ModelRoutes:
+        """The loaded engines, waiting up to `timeout` seconds for a load in progress (less if `interrupt`
         says the request is no longer wanted: a superseded request must not hold a worker)."""
         give_up = time.monotonic() + timeout
         with self._cond:
@@ -107,28 +113,44 @@ class EngineHolder:
                 if interrupt is not None and interrupt():
                     raise ModelUnavailable("the request was cancelled while the model was loading")
                 self._cond.wait(min(left, 0.1))
-            if self._engine is not None:
-                return self._engine
+            if self._routes is not None:
+                return self._routes
             if self._loading:
                 raise ModelUnavailable("the model is still loading")
             raise ModelUnavailable(self._error or "no model has been requested")
 
     def status(self) -> dict[str, Any]:
         with self._cond:
-            state = "loading" if self._loading else "ready" if self._engine else "failed" if self._error else "idle"
+            routes = self._routes
+            state = "loading" if self._loading else "ready" if routes else "failed" if self._error else "idle"
             out: dict[str, Any] = {"state": state, "error": self._error}
-            if self._engine is not None:
+            if routes is not None:
                 out.update(self._info)
-                out["cache"] = _cache_stats(self._engine)
+                out["cache"] = _cache_stats(routes.inline)
+                if not routes.shared:
+                    out["explain_cache"] = _cache_stats(routes.explain)
             return out
 
+    def clear_caches(self) -> bool:
+        with self._cond:
+            routes = self._routes
+        if routes is None:
+            return False
+        for engine in {id(e): e for e in (routes.inline, routes.explain)}.values():
+            with engine.lock:
+                engine.cache.clear()
+        return True
 
-def _describe(engine: Engine, settings: Settings, load_s: float) -> dict[str, Any]:
+
+def _describe(routes: ModelRoutes, settings: Settings, load_s: float) -> dict[str, Any]:
     from decoder.defaults import default_model_dir
 
+    engine = routes.inline
     cfg = engine.model.config
     return {
         "folder": str(settings.model or default_model_dir()),
+        "explain_folder": settings.explain_model,
+        "routes": routes.describe(),
         "device": str(engine.device),
         "dtype": str(engine.dtype).removeprefix("torch."),
         "parameters": engine.model.num_parameters(),

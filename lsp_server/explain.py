@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 from lsp_server.settings import Settings
 
 if TYPE_CHECKING:
-    from decoder.engine import Engine
+    from decoder.engines import ModelRoutes
+    from decoder.prompts import Prompt
 
 log = logging.getLogger("parafill.explain")
 
@@ -73,35 +74,23 @@ class TextStream:
 
 
 def run_explain(
-    engine: Engine,
+    routes: ModelRoutes,
     code: str,
     settings: Settings,
     interrupt: Callable[[], str | None] | None = None,
     on_text: Callable[[str], None] | None = None,
 ) -> ExplainAnswer:
-    from decoder.generation import GenerationControl, GenerationParams
-    from decoder.prompts import PromptFormatError, explain_prompt
+    from decoder.generation import GenerationControl
     from decoder.router import RoutingRules, generate
 
-    tok = engine.tokenizer
+    engine = routes.explain
     truncated = len(code) > settings.explain_max_chars
-    code = code[: settings.explain_max_chars]
-    try:
-        prompt = explain_prompt(tok, code)
-    except PromptFormatError as exc:
-        raise ExplainError(str(exc)) from exc
-    room = engine.model.config.max_position_embeddings - settings.explain_max_tokens - 2
-    if len(prompt.ids) > room:  # keep the start of the code: that is where its name and signature are
-        if room < 8:
-            raise ExplainError("the model's context is too short for explain with this explainMaxTokens")
-        prompt.ids = [*prompt.ids[: room - 1], prompt.ids[-1]]
-        truncated = True
-    eot = tok.special.end_of_text
-    params = GenerationParams(
-        max_new_tokens=settings.explain_max_tokens, stop_token_ids=frozenset({eot} if eot is not None else ())
-    )
-    mode = RoutingRules().choose("explain", params)
-    stream = TextStream(tok.decode, on_text)
+    prompt, cut = _fitted_prompt(routes, code[: settings.explain_max_chars], settings.explain_max_tokens)
+    params = routes.params_for("explain", max_new_tokens=settings.explain_max_tokens)
+    eot = engine.tokenizer.special.end_of_text
+    params.stop_token_ids = params.stop_token_ids | ({eot} if eot is not None else set())
+    mode = RoutingRules(explain=routes.mode_for("explain")).choose("explain", params)
+    stream = TextStream(engine.tokenizer.decode, on_text)
     control = GenerationControl(
         interrupt=interrupt,
         on_tokens=stream.push,
@@ -118,5 +107,29 @@ def run_explain(
         prompt_tokens=result.prompt_tokens,
         cached_prompt_tokens=result.cached_prompt_tokens,
         tokens=len(result.token_ids),
-        truncated_input=truncated,
+        truncated_input=truncated or cut,
     )
+
+
+def _fitted_prompt(routes: ModelRoutes, code: str, max_new_tokens: int) -> tuple[Prompt, bool]:
+    """The route's explain prompt (explain tokens, chat template or a comment cue), with the code cut at
+    its end until prompt and answer fit the model's positions. The start of the code stays: that is
+    where its name and signature are."""
+    from decoder.prompts import PromptFormatError
+
+    tok = routes.explain.tokenizer
+    room = routes.explain.model.config.max_position_embeddings - max_new_tokens - 2
+    try:
+        prompt = routes.explain_prompt(code)
+        if len(prompt.ids) <= room:
+            return prompt, False
+        code_ids = tok.encode(code)
+        keep = room - (len(prompt.ids) - len(code_ids))  # what the format itself takes stays
+        while keep >= 8:
+            prompt = routes.explain_prompt(tok.decode(code_ids[:keep]))
+            if len(prompt.ids) <= room:
+                return prompt, True
+            keep -= len(prompt.ids) - room  # decoding and re-encoding can merge tokens differently
+        raise ExplainError("the model's context is too short for explain with this explainMaxTokens")
+    except PromptFormatError as exc:
+        raise ExplainError(str(exc)) from exc

@@ -15,6 +15,7 @@ from lsp_server.settings import Settings
 
 if TYPE_CHECKING:
     from decoder.engine import Engine
+    from decoder.engines import ModelRoutes
 
 log = logging.getLogger("parafill.inline")
 
@@ -128,23 +129,26 @@ def fit_window(
 
 
 def run_inline(
-    engine: Engine,
+    routes: ModelRoutes,
     req: InlineRequest,
     geo: Surroundings,
     settings: Settings,
     interrupt: Callable[[], str | None] | None = None,
 ) -> tuple[InlineAnswer, Candidate | None]:
-    from decoder.generation import GenerationControl, GenerationParams
+    from decoder.generation import GenerationControl
     from decoder.infill import infill, stop_at_block_end, stop_at_line_end
     from decoder.router import RoutingRules
 
-    doc, shape = req.document, geo.shape
-    params = GenerationParams(
+    doc, shape, engine = req.document, geo.shape, routes.inline
+    params = routes.params_for(  # the family's block settings unless the user set them
+        "inline",
         max_new_tokens=settings.max_tokens_block if shape.multiline else settings.max_tokens_line,
         block_size=settings.block_size,
         threshold=settings.threshold,
     )
-    mode = RoutingRules(inline=settings.inline_mode).choose("inline", params)
+    if params.sub_block_size is not None and params.sub_block_size > params.block_size:
+        params.sub_block_size = params.block_size
+    mode = RoutingRules(inline=settings.inline_mode or routes.mode_for("inline")).choose("inline", params)
     if mode == "block" and engine.mask_token_id is None:
         mode = "ar"  # a plain AR checkpoint still completes, one token per pass
     reserve = params.max_new_tokens + params.block_size + 4

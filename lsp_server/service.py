@@ -1,6 +1,6 @@
 """The completion service: one object behind both the language server and the `complete`/`explain` CLI.
 
-It owns the settings, the engine (through EngineHolder), the per-document typed-ahead state and the
+It owns the settings, the engines (through EngineHolder), the per-document typed-ahead state and the
 counters `parafill/stats` reports. Its methods are synchronous and run the model in the calling thread:
 the server calls them from worker threads, the CLI directly.
 """
@@ -21,7 +21,7 @@ from lsp_server.inline import InlineAnswer, InlineRequest, answer_for, run_inlin
 from lsp_server.settings import Settings, parse_settings
 
 if TYPE_CHECKING:
-    from decoder.engine import Engine
+    from decoder.engines import ModelRoutes
 
 log = logging.getLogger("parafill.service")
 
@@ -86,12 +86,12 @@ class CompletionService:
         if not settings.enable:
             return self._finish_inline(answer_for(geo, None, "none", "disabled"))
         try:
-            engine = self._engine(interrupt)
+            routes = self._routes(interrupt)
         except ModelUnavailable as exc:
             return self._finish_inline(answer_for(geo, None, "none", f"model unavailable: {exc}"))
         self._count("inline_model_runs")
         with self._active():
-            answer, candidate = run_inline(engine, req, geo, settings, self._counting(interrupt))
+            answer, candidate = run_inline(routes, req, geo, settings, self._counting(interrupt))
         if candidate is not None:
             self.states.remember(req.uri, req.document.text, geo.anchor, geo.cursor_end, candidate, answer.window)
         if answer.stop_reason == "time_budget":
@@ -102,19 +102,19 @@ class CompletionService:
     def explain(self, code: str, interrupt: Interrupt | None = None, on_text: Callable[[str], None] | None = None):
         """Explain `code`; raises ModelUnavailable or ExplainError when it cannot."""
         self._count("explain_requests")
-        engine = self._engine(interrupt)
+        routes = self._routes(interrupt)
         with self._active():
-            answer: ExplainAnswer = run_explain(engine, code, self._settings, self._counting(interrupt), on_text)
+            answer: ExplainAnswer = run_explain(routes, code, self._settings, self._counting(interrupt), on_text)
         self._count("forward_passes", answer.forward_passes)
         with self._lock:
             self._last["explain"] = answer.to_json() | {"text": answer.text[:200]}
         return answer
 
-    def _engine(self, interrupt: Interrupt | None) -> Engine:
-        """The engine, loading it first if nothing asked for it yet (a client that never sent
+    def _routes(self, interrupt: Interrupt | None) -> ModelRoutes:
+        """The engines, loading them first if nothing asked for them yet (a client that never sent
         `initialized`); waits for a load in progress."""
         if self._settings.enable:
-            self.holder.request(self._settings)  # no-op when this engine is loaded, loading or failed
+            self.holder.request(self._settings)  # no-op when these are loaded, loading or failed
         return self.holder.get(timeout=self.load_wait_s, interrupt=interrupt)
 
     def forget_document(self, uri: str) -> None:
@@ -125,13 +125,7 @@ class CompletionService:
         self._count(counter)
 
     def clear_cache(self) -> bool:
-        try:
-            engine = self.holder.get(timeout=0)
-        except ModelUnavailable:
-            return False
-        with engine.lock:
-            engine.cache.clear()
-        return True
+        return self.holder.clear_caches()
 
     def stats(self) -> dict[str, Any]:
         with self._lock:

@@ -17,6 +17,7 @@ class Settings:
     enable: bool = True
     # engine (a change here reloads the model)
     model: str | None = None  # model folder; None: the shipped default (models/default or PARAFILL_MODEL)
+    explain_model: str | None = None  # a separate model (own engine and cache) for explain; None: `model`
     device: str = "cpu"
     dtype: str | None = None
     backend: str = "torch"  # or "onnx" (see decoder/onnx_backend)
@@ -25,9 +26,9 @@ class Settings:
     max_tokens_line: int = 32  # span limit when word characters follow the cursor
     max_tokens_block: int = 64  # span limit for a multi-line completion
     max_lines: int = 16  # multi-line completions stop after this many lines
-    inline_mode: str = "block"  # decoder for inline completions: "block" (diffusion) or "ar" (for comparison)
-    block_size: int = 8
-    threshold: float = 0.9
+    inline_mode: str | None = None  # "block" or "ar" (to compare); None: the model family's route
+    block_size: int | None = None  # None: the model family's published block settings
+    threshold: float | None = None
     time_budget_ms: int = 2000  # hard limit per inline request; what is committed by then is answered
     debounce_ms: int = 0  # wait before running the model; a newer request in this window supersedes
     # context window (stable grid, see lsp_server/context.py)
@@ -47,13 +48,14 @@ class Settings:
     @property
     def engine_key(self) -> tuple:
         """Settings whose change needs a new engine."""
-        return (self.model, self.device, self.dtype, self.backend, self.cache_mb)
+        return (self.model, self.explain_model, self.device, self.dtype, self.backend, self.cache_mb)
 
 
 # Per-field validation: (type, minimum, maximum); None bounds are open.
 _RULES: dict[str, tuple[type, float | None, float | None]] = {
     "enable": (bool, None, None),
     "model": (str, None, None),
+    "explain_model": (str, None, None),
     "device": (str, None, None),
     "dtype": (str, None, None),
     "backend": (str, None, None),
@@ -79,6 +81,7 @@ _RULES: dict[str, tuple[type, float | None, float | None]] = {
 }
 
 _CHOICES = {"inline_mode": ("block", "ar"), "backend": ("torch", "onnx")}
+_NULLABLE = {"model", "explain_model", "dtype", "inline_mode", "block_size", "threshold"}  # null: the default
 
 # Accepted spellings besides the field name and its camelCase form.
 _ALIASES = {
@@ -104,7 +107,7 @@ _BY_KEY = {_key(f.name): f.name for f in fields(Settings)} | _ALIASES
 
 def _coerce(name: str, value: Any) -> Any:
     kind, low, high = _RULES[name]
-    if value is None and name in ("model", "dtype"):
+    if value is None and name in _NULLABLE:
         return None
     if kind is bool:
         if not isinstance(value, bool):
@@ -113,11 +116,12 @@ def _coerce(name: str, value: Any) -> Any:
     if kind is str:
         if not isinstance(value, str):
             raise ValueError("expected a string")
+        value = value.strip()
+        if not value and name in _NULLABLE:
+            return None  # "" means "the default"
         if name in _CHOICES and value not in _CHOICES[name]:
             raise ValueError(f"expected one of {', '.join(_CHOICES[name])}")
-        if name in ("model", "dtype"):
-            return value.strip() or None  # "" means "the default"
-        return value.strip()
+        return value
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValueError("expected a number")
     if kind is int:

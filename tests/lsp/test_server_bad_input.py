@@ -4,6 +4,7 @@ server still answers a normal request afterwards. Also: a missing or corrupt mod
 from __future__ import annotations
 
 import asyncio
+import shutil
 import time
 
 import pytest
@@ -116,5 +117,15 @@ async def test_missing_or_corrupt_model_folder_is_reported_and_a_good_one_is_loa
         await _still_serving(s, uri)
         assert (await s.stats())["model"]["state"] == "ready"
         assert "cannot load model" in "\n".join(s.stderr)
+
+        # a separate explain model: its own engine and prefix cache
+        other = tmp_path / "explain-model"
+        shutil.copytree(tiny_model_dir, other)
+        settings = types.DidChangeConfigurationParams(settings={"parafill": {"explainModel": str(other)}})
+        s.client.workspace_did_change_configuration(settings)
+        answer = await s.request("parafill/explain", {"textDocument": {"uri": uri}, "range": rng})
+        model = (await s.stats())["model"]
+        assert answer["text"] and model["explain_folder"] == str(other) and "explain_cache" in model
+        assert model["explain_cache"]["inserted_pages"] > 0
     finally:
         await s.stop()

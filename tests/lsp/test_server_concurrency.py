@@ -118,3 +118,25 @@ async def test_an_explain_in_progress_does_not_starve_inline_completions(shared)
     answer = await asyncio.wait_for(explain, 60)
     assert answer.text if hasattr(answer, "text") else answer
     assert inline_s < 10
+
+
+async def test_debounce_lets_a_newer_request_supersede_before_any_model_work(shared):
+    text = SAMPLE.read_text()
+    uri = doc_uri("debounce.py")
+    shared.open(uri, text)
+    set_debounce = types.DidChangeConfigurationParams(settings={"parafill": {"debounceMs": 300}})
+    shared.client.workspace_did_change_configuration(set_debounce)
+    try:
+        before = await shared.stats()
+        line, col = position_of(text, end_of_line_with(text, "def by_tag(self, tag: str) -> list[Item]:"))
+        first = shared.send(INLINE, shared.inline_params(uri, line, col))
+        await asyncio.sleep(0.05)
+        second = shared.send(INLINE, shared.inline_params(uri, line, col))
+        assert _items(await asyncio.wait_for(first, 30)) == []  # superseded while waiting
+        assert _items(await asyncio.wait_for(second, 60))
+        after = await shared.stats()
+        assert after["inline_requests"] - before["inline_requests"] == 1  # only the newer one reached the model
+        assert after["superseded"] - before["superseded"] == 1
+    finally:
+        reset = types.DidChangeConfigurationParams(settings={"parafill": {"debounceMs": 0}})
+        shared.client.workspace_did_change_configuration(reset)

@@ -21,7 +21,7 @@ import torch
 
 import kernels
 from decoder.block_causal_engine import BlockCausalEngine, BlockSequence
-from decoder.block_decoder import NoMaskTokenError, _Output
+from decoder.block_decoder import NoMaskTokenError, _Output, fit_allowed
 from decoder.generation import GenerationControl, GenerationParams, GenerationResult
 
 
@@ -99,7 +99,7 @@ def _decode_block(
         # Predicted by the last committed token: committed straight away, without a pass.
         row = engine.next_token_logits(seq)[None]
         if heal is not None:
-            row = row.masked_fill(~heal.to(row.device), float("-inf"))
+            row = row.masked_fill(~fit_allowed(heal, row), float("-inf"))
             heal = None
         seed = None if params.seed is None else params.seed + seq.forward_passes
         token, _, _ = kernels.denoise_step(
@@ -121,7 +121,9 @@ def _decode_block(
         src = torch.arange(lo, hi) - (1 if engine.token_shift else 0)  # output row that predicts each position
         rows = engine.logits(hidden[src.to(hidden.device)])
         if heal is not None and bool(masked[first]) and lo <= first < hi:
-            rows[first - lo] = rows[first - lo].masked_fill(~heal.to(rows.device), float("-inf"))
+            banned = torch.zeros(rows.shape, dtype=torch.bool, device=rows.device)
+            banned[first - lo] = ~fit_allowed(heal, rows)
+            rows = rows.masked_fill(banned, float("-inf"))
         active = masked[lo:hi].to(rows.device)
         fallback = active & (active.cumsum(0) <= params.fallback_window)
         seed = None if params.seed is None else params.seed + seq.forward_passes

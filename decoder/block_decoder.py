@@ -116,7 +116,7 @@ def _decode_one_block(
         if first_row is None:
             first_row = engine.next_token_logits(seq)[None]
             if heal is not None:
-                first_row = first_row.masked_fill(~heal.to(first_row.device), float("-inf"))
+                first_row = first_row.masked_fill(~fit_allowed(heal, first_row), float("-inf"))
         rows = first_row
         if needs_block:
             rows = torch.cat((first_row, engine.logits(hidden[: size - 1])), dim=0)
@@ -151,3 +151,12 @@ def _current_sub_block(masked: torch.Tensor, sub_block_size: int | None) -> torc
     window = torch.zeros_like(masked)
     window[lo : lo + sub_block_size] = True
     return masked & window
+
+
+def fit_allowed(allowed: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
+    """A token-healing mask as wide as the logits (rows past the tokenizer's vocabulary: not allowed)."""
+    width = logits.shape[-1]
+    allowed = allowed.to(logits.device)[:width]
+    if allowed.shape[0] < width:
+        allowed = torch.cat((allowed, allowed.new_zeros(width - allowed.shape[0])))
+    return allowed

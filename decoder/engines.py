@@ -40,6 +40,7 @@ def open_family_engine(folder: str | Path, options: EngineOptions | None = None)
     family = family_of(cfg)
     engine_class = BlockCausalEngine if family.kv_layout == "block_causal" else Engine
     engine = engine_class.from_folder(folder, options)
+    engine.tokenizer.logits_width = engine.model.config.vocab_size  # token-healing masks span every row
     if engine.mask_token_id is None and family.mask_token_id is not None:
         published = family.mask_token_id
         named = engine.tokenizer.token_id(family.mask_token)

@@ -55,6 +55,9 @@ class TextTokenizer:
         token_config: dict | None = None,
     ) -> None:
         self.backend = tokenizer
+        # Width of the model's logits when it exceeds the tokenizer's vocabulary (Qwen pads its embeddings
+        # to 151936/152064 rows for ~151.6k tokens); set by whoever pairs the tokenizer with a model.
+        self.logits_width: int | None = None
         # Jinja chat template of an instruct checkpoint (tokenizer_config.json or chat_template.jinja).
         self.chat_template = chat_template
         self.token_config = token_config or {}  # tokenizer_config.json as read (bos_token, eos_token, ...)
@@ -138,9 +141,10 @@ class TextTokenizer:
 
     @cached_property
     def token_texts(self) -> list[str]:
-        """Decoded text of every token id alone (used by token healing)."""
+        """Decoded text of every token id alone (used by token healing), one per logits row."""
         specials = self.special_ids()
-        return ["" if i in specials else self.backend.decode([i]) for i in range(self.vocab_size)]
+        texts = ["" if i in specials else self.backend.decode([i]) for i in range(self.vocab_size)]
+        return texts + [""] * max(0, (self.logits_width or 0) - len(texts))  # rows no token maps to
 
 
 def _token_text(value: object) -> str | None:

@@ -4,11 +4,12 @@ an independent uncached re-statement of each reference decoder (tests/families/o
 from __future__ import annotations
 
 import pytest
+import torch
 
 from decoder.block_causal_engine import BlockCausalEngine, BlockLayoutError
 from decoder.engine import EngineOptions
 from decoder.engines import family_params, open_family_engine
-from decoder.generation import GenerationParams
+from decoder.generation import GenerationControl, GenerationParams
 from decoder.router import generate
 from tests.families import oracle
 
@@ -106,3 +107,28 @@ def test_stop_rules_and_limits_end_the_span(fast_dllm):
     res = generate(fast_dllm, prompt, "block", params)
     assert res.stop_reason == "stop_token"
     assert res.token_ids == full.token_ids[: full.token_ids.index(stop_at)]
+
+
+@pytest.mark.parametrize(("family", "length"), [("fast", 45), ("fast", 64), ("sdar", 30), ("sdar", 32)])
+def test_token_healing_constrains_the_first_output_token(fast_dllm, sdar, family, length):
+    engine = fast_dllm if family == "fast" else sdar
+    allowed = torch.zeros(engine.model.config.vocab_size, dtype=torch.bool)
+    allowed[[100, 101]] = True
+    control = GenerationControl(first_token_allowed=allowed)
+    res = generate(engine, _prompt(engine, length), "block", family_params(engine, max_new_tokens=6), control)
+    assert res.token_ids[0] in (100, 101) and len(res.token_ids) == 6
+
+
+def test_infill_with_stop_rules_runs_on_a_block_causal_model(fast_dllm):
+    from decoder.infill import infill, stop_at_line_end
+
+    res = infill(
+        fast_dllm,
+        CODE + "        return self.",
+        "\n",
+        "block",
+        family_params(fast_dllm, max_new_tokens=12),
+        stop_at_line_end,
+    )
+    assert "\n" not in res.text and res.generation.stop_reason in ("stop_rule", "stop_token", "length")
+    assert res.generation.forward_passes >= 1

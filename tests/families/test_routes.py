@@ -8,6 +8,7 @@ import pytest
 
 from decoder.engine import EngineOptions
 from decoder.engines import ModelRoutes
+from decoder.infill import infill
 from decoder.prompts import PromptFormatError, chat_explain_prompt, render_chat
 from decoder.tokenizer import TextTokenizer
 from lsp_server.cli import main
@@ -87,6 +88,10 @@ def test_ar_checkpoint_alone_serves_inline_with_ar(replica):
     assert fim.ids[0] == 151661  # SPM: <|fim_suffix|> first
     res = routes.generate("inline", fim.ids, routes.params_for("inline", max_new_tokens=4))
     assert res.mode == "ar" and len(res.token_ids) <= 4
+    # Token healing over a tokenizer smaller than the padded embedding (151665 tokens, 151936 rows).
+    params = routes.params_for("inline", max_new_tokens=4)
+    healed = infill(routes.inline, "def add(a, b):\n    retu", "\n", "ar", params)
+    assert healed.healed_text and "retu".endswith(healed.healed_text) and healed.generation.mode == "ar"
 
 
 def test_cli_explain_model_and_route(replica, capsys):

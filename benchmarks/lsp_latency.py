@@ -75,6 +75,7 @@ class Bench:
         self.version = 1
         self.records: list[dict[str, Any]] = []
         self.progress_reports = 0
+        self.explains_started = 0
         self._stderr_task: asyncio.Task | None = None
 
         @self.client.feature(types.PROGRESS)
@@ -146,24 +147,28 @@ class Bench:
         last = (await self.request("parafill/stats", {}))["last"].get("inline", {})
         return elapsed, items[0].insert_text if items else "", last
 
-    # -- one series -----------------------------------------------------------------------------------
+    # -- one position, one series -------------------------------------------------------------------
 
-    async def series(self, label: str, spots: list[tuple[int, int]], bar: tqdm) -> None:
-        for line, col in spots:
-            await self.request("parafill/clearCache", {})
-            ms, text, server = await self.inline(line, col)
-            self.record(label, "cold", ms, text, server)
-            typed = " " if not text.startswith(" ") else "#"  # not the suggestion's start: the model runs
-            self.edit(line, col, col, typed)
-            ms, text, server = await self.inline(line, col + 1)
-            self.record(label, "warm", ms, text, server)
-            if text and text[0] not in "\n\r" and len(text) > 1:
-                self.edit(line, col + 1, col + 1, text[0])
-                ms, rest, server = await self.inline(line, col + 2)
-                self.record(label, "typed-ahead", ms, rest, server)
-                self.edit(line, col + 1, col + 2, "")
-            self.edit(line, col, col + 1, "")
-            bar.update(1)
+    async def measure(self, label: str, line: int, col: int) -> None:
+        """cold, warm and typed-ahead at one position; the document is restored afterwards."""
+        await self.request("parafill/clearCache", {})
+        ms, text, server = await self.inline(line, col)
+        self.record(label, "cold", ms, text, server)
+        typed = " " if not text.startswith(" ") else "#"  # not the suggestion's start: the model runs
+        self.edit(line, col, col, typed)
+        ms, text, server = await self.inline(line, col + 1)
+        self.record(label, "warm", ms, text, server)
+        if text and text[0] not in "\n\r" and len(text) > 1:
+            self.edit(line, col + 1, col + 1, text[0])
+            ms, rest, server = await self.inline(line, col + 2)
+            self.record(label, "typed-ahead", ms, rest, server)
+            self.edit(line, col + 1, col + 2, "")
+        self.edit(line, col, col + 1, "")
+
+    async def set_inline_mode(self, mode: str | None) -> None:
+        settings = types.DidChangeConfigurationParams(settings={"parafill": {"inlineMode": mode}})
+        self.client.workspace_did_change_configuration(settings)
+        await self.request("parafill/stats", {})  # a round trip: the change is applied
 
     def record(self, label: str, kind: str, ms: float, text: str, server: dict[str, Any]) -> None:
         self.records.append(
@@ -182,15 +187,33 @@ class Bench:
             }
         )
 
-    async def keep_explaining(self, stop: asyncio.Event) -> int:
-        """Explain the whole file again and again until `stop` is set; returns how many finished."""
+    async def explaining(self) -> tuple[asyncio.Event, asyncio.Task]:
+        """Start explaining the whole file, again and again, until the event is set; returns once the
+        first explanation is decoding."""
+        stop = asyncio.Event()
+        started = self.progress_reports
+        task = asyncio.create_task(self._keep_explaining(stop))
+        while self.progress_reports <= started + 1 and not task.done():
+            await asyncio.sleep(0.005)
+        return stop, task
+
+    async def _keep_explaining(self, stop: asyncio.Event) -> int:
         lines = self.text.split("\n")
         rng = {"start": {"line": 0, "character": 0}, "end": {"line": len(lines) - 1, "character": 0}}
         done = 0
         while not stop.is_set():
-            params = {"textDocument": {"uri": URI}, "range": rng, "workDoneToken": f"bench-{done}"}
-            await self.request("parafill/explain", params)
-            done += 1
+            msg_id = f"bench-explain-{self.explains_started}"
+            self.explains_started += 1
+            params = {"textDocument": {"uri": URI}, "range": rng, "workDoneToken": msg_id}
+            pending = asyncio.ensure_future(self.client.protocol.send_request_async("parafill/explain", params, msg_id))
+            stopped = asyncio.ensure_future(stop.wait())
+            await asyncio.wait({pending, stopped}, return_when=asyncio.FIRST_COMPLETED)
+            if not pending.done():  # stop now: cancel the explain in flight and wait for its answer
+                self.client.cancel_request(types.CancelParams(id=msg_id))
+                await asyncio.gather(pending, return_exceptions=True)
+            else:
+                done += pending.exception() is None
+            stopped.cancel()
         return done
 
 
@@ -236,27 +259,25 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     await bench.start()
     spots = positions(bench.text, args.positions)
     series = ["block"] + (["block+explain"] if args.with_explain else []) + (["ar"] if args.compare_ar else [])
-    total = len(spots) * args.repeats * len(series)
     explained = 0
     try:
-        with tqdm(total=total, desc="inline requests", unit="pos", file=sys.stderr) as bar:
-            await bench.inline(*spots[0])  # warm up Python and torch, not measured
-            for _ in range(args.repeats):
-                await bench.series("block", spots, bar)
-            if args.with_explain:
-                stop = asyncio.Event()
-                explainer = asyncio.create_task(bench.keep_explaining(stop))
-                await asyncio.sleep(0.5)
-                for _ in range(args.repeats):
-                    await bench.series("block+explain", spots, bar)
-                stop.set()
-                explained = await explainer
-            if args.compare_ar:
-                bench.client.workspace_did_change_configuration(
-                    types.DidChangeConfigurationParams(settings={"parafill": {"inlineMode": "ar"}})
-                )
-                for _ in range(args.repeats):
-                    await bench.series("ar", spots, bar)
+        with tqdm(total=len(spots) * args.repeats, desc="positions", unit="pos", file=sys.stderr) as bar:
+            await bench.inline(0, 0)  # warm up Python and torch (not at a measured position: typed-ahead)
+            # Series interleave position by position (in a rotating order), so that the load of a shared
+            # machine drifting over the run does not favour one series.
+            for repeat in range(args.repeats):
+                for n, (line, col) in enumerate(spots):
+                    shift = (n + repeat) % len(series)
+                    for label in series[shift:] + series[:shift]:
+                        await bench.set_inline_mode("ar" if label == "ar" else None)
+                        if label == "block+explain":
+                            stop, explainer = await bench.explaining()
+                            await bench.measure(label, line, col)
+                            stop.set()
+                            explained += await explainer
+                        else:
+                            await bench.measure(label, line, col)
+                    bar.update(1)
         final = await bench.request("parafill/stats", {})
     finally:
         await bench.stop()

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("parafill.service")
 
 Interrupt = Callable[[], "str | None"]
+_INTERRUPTED = ("cancelled", "superseded", "shutdown")
 
 
 class CompletionService:
@@ -92,7 +93,8 @@ class CompletionService:
         self._count("inline_model_runs")
         with self._active():
             answer, candidate = run_inline(routes, req, geo, settings, self._counting(interrupt))
-        if candidate is not None:
+        # An interrupted run is cut short, not finished: keeping it would serve its stub by typed-ahead.
+        if candidate is not None and answer.stop_reason not in _INTERRUPTED:
             self.states.remember(req.uri, req.document.text, geo.anchor, geo.cursor_end, candidate, answer.window)
         if answer.stop_reason == "time_budget":
             self._count("inline_time_budget")

@@ -48,14 +48,15 @@ def _digest(parts: list[bytes]) -> str:
     return h.hexdigest()
 
 
-def _code_parts(model: CausalLM) -> list[bytes]:
+def _code_parts(model: CausalLM, target: str) -> list[bytes]:
     dtype = str(next(model.parameters()).dtype)
     sources = [Path(decoder.model.__file__).read_bytes(), Path(export_module.__file__).read_bytes()]
-    return [export_module.GRAPH_VERSION.encode(), torch.__version__.encode(), dtype.encode(), *sources]
+    versions = f"{export_module.GRAPH_VERSION}:{torch.__version__}:{dtype}:{target}"
+    return [versions.encode(), *sources]
 
 
-def export_key(model: CausalLM, folder: Path | None) -> str:
-    parts = _code_parts(model)
+def export_key(model: CausalLM, folder: Path | None, target: str = "cpu") -> str:
+    parts = _code_parts(model, target)
     if folder is None:
         for name, tensor in model.state_dict().items():
             parts += [
@@ -121,11 +122,14 @@ def _remove_stale(root: Path, keep: str) -> None:
 
 
 def cached_export(
-    model: CausalLM, folder: Path | None, export: Callable[[CausalLM, Path], dict] = export_module.export_forward
+    model: CausalLM,
+    folder: Path | None,
+    target: str = "cpu",
+    export: Callable[[CausalLM, Path, str], dict] = export_module.export_forward,
 ) -> tuple[Path, dict]:
-    """The exported graph for `model`: reused when its key matches, else exported (and checked) now.
-    Returns (path of the .onnx file, its export record with "reused" set)."""
-    key = export_key(model, folder)
+    """The exported graph of `model` for the `target` provider ("cpu" or "cuda"): reused when its key
+    matches, else exported (and checked) now. Returns (the .onnx file, its export record + "reused")."""
+    key = export_key(model, folder, target)
     roots = cache_roots(folder)
     for root in roots:
         graph = root / key / export_module.GRAPH_FILE
@@ -135,7 +139,7 @@ def cached_export(
     root, staging = _staging_dir(roots)
     log.info("exporting the model to ONNX (once per weights; seconds to minutes) under %s", root)
     try:
-        record = export(model, staging / export_module.GRAPH_FILE)
+        record = export(model, staging / export_module.GRAPH_FILE, target)
         record.update(key=key, torch=torch.__version__, created=time.strftime("%Y-%m-%dT%H:%M:%S"))
         (staging / "export.json").write_text(json.dumps(record, indent=2) + "\n")
         staging.chmod(0o755)  # mkdtemp makes it private; the export is as readable as the model folder

@@ -39,6 +39,11 @@ from decoder.onnx_backend.errors import INSTALL_HINT, BackendUnavailableError, O
 
 # Bump when the graph's inputs, outputs or meaning change: cached exports are then rebuilt.
 GRAPH_VERSION = "1"
+# ONNX opset per execution provider. Opset 23 has RMSNormalization and Attention, which the exporter
+# emits for our norm and SDPA: ~330 nodes instead of ~560 for 6 layers, 10-20% faster on ORT's CPU
+# provider, same outputs to 1e-6. The CUDA provider keeps the exporter's default opset (plain MatMul /
+# Softmax / ReduceMean), which every onnxruntime-gpu version runs on the GPU.
+OPSETS: dict[str, int | None] = {"cpu": 23, "cuda": None}
 GRAPH_FILE = "forward.onnx"
 # Example shapes for the export: batch >= 2 (a batch of 1 would be fixed in the graph) and query/past
 # lengths that differ from each other and from the batch, so no dimension is taken for another.
@@ -169,9 +174,9 @@ def _quiet_export():
             logger.setLevel(level)
 
 
-def export_forward(model: CausalLM, path: Path) -> dict:
-    """Export `model`'s forward to `path` (an .onnx file; large weights go beside it) and check it against
-    the model. Returns what to record about the export."""
+def export_forward(model: CausalLM, path: Path, target: str = "cpu") -> dict:
+    """Export `model`'s forward for the `target` provider ("cpu" or "cuda") to `path` (an .onnx file;
+    large weights go beside it) and check it against the model. Returns what to record about it."""
     _require_exporter()
     from torch.export import Dim
 
@@ -198,6 +203,7 @@ def export_forward(model: CausalLM, path: Path) -> dict:
                     dynamic_shapes=dynamic_shapes,
                     input_names=input_names(n_layers),
                     output_names=output_names(n_layers),
+                    opset_version=OPSETS[target],
                     verbose=False,
                 )
                 program.save(str(path))
@@ -207,6 +213,8 @@ def export_forward(model: CausalLM, path: Path) -> dict:
             log.warning("ONNX export variant failed, %s", failures[-1][:500])
             continue
         return {
+            "target": target,
+            "opset": OPSETS[target],
             "kv": "append-only" if append_only else "buffers",
             "export_seconds": round(time.perf_counter() - started, 2),
             "self_check_max_rel_error": error,

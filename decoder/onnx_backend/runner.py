@@ -19,7 +19,7 @@ from torch import Tensor
 from decoder.model import CausalLM, LayerKV
 from decoder.onnx_backend import cache
 from decoder.onnx_backend.errors import OnnxBackendError
-from decoder.onnx_backend.session import open_session, require_onnxruntime
+from decoder.onnx_backend.session import CUDA_EP, open_session, preferred_provider
 
 log = logging.getLogger("parafill.onnx")
 
@@ -39,13 +39,14 @@ class OnnxRunner:
     def open(cls, model: CausalLM, folder: str | Path | None, threads: int = 1) -> OnnxRunner:
         """Export (or reuse the cached export of) `model`, checked from the checkpoint `folder`, and open
         a session on the preferred execution provider."""
-        require_onnxruntime()
         param = next(model.parameters())
+        device = str(param.device)
+        choice = preferred_provider(device)  # first: it raises when onnxruntime is missing
         if param.dtype != torch.float32:
             raise OnnxBackendError(f"the onnx backend runs fp32 weights, not {str(param.dtype).removeprefix('torch.')}")
-        device = str(param.device)
-        path, record = cache.cached_export(model, Path(folder) if folder is not None else None)
-        session, choice = open_session(path, threads, device)
+        target = "cuda" if choice.provider == CUDA_EP else "cpu"
+        path, record = cache.cached_export(model, Path(folder) if folder is not None else None, target)
+        session, choice = open_session(path, threads, device, choice)
         how = "reused" if record.get("reused") else f"exported in {record.get('export_seconds', '?')} s"
         description = f"onnxruntime {choice.provider}, {threads} thread(s): {choice.reason}; graph {path} ({how})"
         log.info("backend onnx: %s", description)

@@ -58,10 +58,13 @@ def session_options(threads: int):
     return options
 
 
-def open_session(path: Path, threads: int, device: str):
-    """A session on the preferred provider; returns (session, ProviderChoice actually in use)."""
+def preferred_provider(device: str) -> ProviderChoice:
+    return choose_provider(require_onnxruntime().get_available_providers(), device)
+
+
+def open_session(path: Path, threads: int, device: str, choice: ProviderChoice):
+    """A session on the chosen provider; returns (session, the ProviderChoice actually in use)."""
     ort = require_onnxruntime()
-    choice = choose_provider(ort.get_available_providers(), device)
     providers: list = [CPU_EP]
     if choice.provider == CUDA_EP:
         index = int(device.split(":")[1]) if device.startswith("cuda:") else 0

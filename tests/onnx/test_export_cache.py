@@ -16,7 +16,7 @@ from tests.tiny_models import write_tiny_qwen2
 
 
 def fake_export(calls: list[Path]):
-    def export(model, path: Path) -> dict:
+    def export(model, path: Path, target: str) -> dict:
         calls.append(path)
         path.write_bytes(b"graph")
         return {"kv": "append-only", "export_seconds": 0.0}
@@ -34,15 +34,15 @@ def model_copy(tiny_model_dir, tmp_path, monkeypatch) -> Path:
 def test_reused_until_the_weights_change_then_rebuilt_and_the_old_export_removed(model_copy):
     calls: list[Path] = []
     model = load_model(model_copy)
-    first, record = cache.cached_export(model, model_copy, fake_export(calls))
+    first, record = cache.cached_export(model, model_copy, "cpu", fake_export(calls))
     assert not record["reused"] and len(calls) == 1
     assert first.parent.parent == model_copy / cache.FOLDER_CACHE and first.name == GRAPH_FILE
     assert (model_copy / cache.FOLDER_CACHE / ".gitignore").read_text().strip().endswith("*")
-    again, record = cache.cached_export(load_model(model_copy), model_copy, fake_export(calls))
+    again, record = cache.cached_export(load_model(model_copy), model_copy, "cpu", fake_export(calls))
     assert again == first and record["reused"] and len(calls) == 1
 
     write_tiny_qwen2(model_copy, seed=1)  # new weights (and config) in the same folder
-    rebuilt, record = cache.cached_export(load_model(model_copy), model_copy, fake_export(calls))
+    rebuilt, record = cache.cached_export(load_model(model_copy), model_copy, "cpu", fake_export(calls))
     assert not record["reused"] and len(calls) == 2 and rebuilt != first
     assert not first.parent.exists()  # the stale export is gone
     assert [p.name for p in (model_copy / cache.FOLDER_CACHE).iterdir() if p.is_dir()] == [rebuilt.parent.name]
@@ -60,9 +60,9 @@ def test_weights_in_memory_are_keyed_by_their_values(model_copy):
 def test_read_only_model_folder_falls_back_to_the_user_cache(model_copy, tmp_path):
     (model_copy / cache.FOLDER_CACHE).write_text("not a folder")  # root may write anywhere; this blocks it
     calls: list[Path] = []
-    graph, _ = cache.cached_export(load_model(model_copy), model_copy, fake_export(calls))
+    graph, _ = cache.cached_export(load_model(model_copy), model_copy, "cpu", fake_export(calls))
     assert graph.is_relative_to(tmp_path / "xdg" / "parafill" / "onnx")
-    again, record = cache.cached_export(load_model(model_copy), model_copy, fake_export(calls))
+    again, record = cache.cached_export(load_model(model_copy), model_copy, "cpu", fake_export(calls))
     assert again == graph and record["reused"] and len(calls) == 1
 
 

@@ -284,7 +284,9 @@ class Trainer:
 
     @torch.no_grad()
     def evaluate(self) -> dict[str, float]:
-        """Bits per byte on the validation windows: AR (clean next-token) and masked (block diffusion)."""
+        """Bits per byte on the validation windows: AR (clean next-token) and masked (block diffusion).
+
+        Eager model on purpose: a compiled one would compile two more graphs (no-grad) for a few batches."""
         self.model.eval()
         gen = torch.Generator(device=self.device)
         gen.manual_seed(1234)  # the same noise every evaluation, so numbers compare across steps
@@ -296,7 +298,7 @@ class Trainer:
             x = self.val[i : i + self.cfg.eval_batch].to(self.device)
             with self.autocast():
                 pos = torch.arange(L, device=self.device).expand(x.shape[0], L)
-                h = self.fwd(x, pos)
+                h = self.model(x, pos)
                 logits = self.model.logits(h[:, :-1]).float()
             ce = torch.nn.functional.cross_entropy(logits.transpose(1, 2), x[:, 1:], reduction="none")
             ar_nats += float(ce.sum())
@@ -306,7 +308,7 @@ class Trainer:
             xt, masked = noise(x, block, MASK_ID, gen)
             pos2 = torch.arange(L, device=self.device).repeat(2).expand(x.shape[0], 2 * L)
             with self.autocast():
-                h2 = self.fwd(torch.cat((xt, x), 1), pos2, attn_mask=training_mask(L, block, device=self.device))
+                h2 = self.model(torch.cat((xt, x), 1), pos2, attn_mask=training_mask(L, block, device=self.device))
                 sel = diffusion_targets(masked, block)
                 ml = self.model.logits(h2[:, : L - 1][sel]).float()
             tgt = x[:, 1:][sel]
@@ -346,6 +348,8 @@ class Trainer:
         training = {
             "tokens_seen": self.tokens,
             "steps": self.step,
+            "stage": self.stage(),  # "ar": exported before the block-diffusion stage began
+            "stage_tokens": {k: v["tokens"] for k, v in self.stage_stats.items()},
             "train_minutes": round(self.elapsed / 60, 1),
             "hardware": self.hardware(),
             "metrics": self.metrics,
@@ -493,6 +497,9 @@ def model_card(model: CausalLM, training: dict[str, Any]) -> str:
         "## Training",
         f"- tokens seen: {training['tokens_seen']:,} in {training['steps']:,} steps, "
         f"{training['train_minutes']} minutes on {training['hardware']}",
+        f"- tokens per stage (this session): {training.get('stage_tokens', {})}; exported in stage "
+        f"`{training.get('stage', '?')}`"
+        + (" (AR only so far: block-diffusion decoding is untrained)" if training.get("stage") == "ar" else ""),
         f"- sequence {tc.get('seq_len')}, batch {tc.get('batch_size')}, lr {tc.get('lr')} (warmup + cosine), "
         f"AR-only share {tc.get('ar_fraction')}, block sizes {tc.get('block_sizes')}, "
         f"FIM rate {tc.get('fim_rate')} (SPM/PSM), explain rate {tc.get('explain_rate')}",

@@ -140,3 +140,24 @@ async def test_debounce_lets_a_newer_request_supersede_before_any_model_work(sha
     finally:
         reset = types.DidChangeConfigurationParams(settings={"parafill": {"debounceMs": 0}})
         shared.client.workspace_did_change_configuration(reset)
+
+
+async def test_the_time_budget_stops_a_request_with_what_is_committed(shared):
+    text = SAMPLE.read_text()
+    uri = doc_uri("budget.py")
+    shared.open(uri, text)
+    shared.client.workspace_did_change_configuration(
+        types.DidChangeConfigurationParams(settings={"parafill": {"timeBudgetMs": 1}})
+    )
+    try:
+        before = await shared.stats()
+        line, col = position_of(text, end_of_line_with(text, "def cheapest(self) -> Item | None:"))
+        items = await shared.inline(uri, line, col)
+        stats = await shared.stats()
+        last = stats["last"]["inline"]
+        assert last["stop_reason"] == "time_budget" and stats["inline_time_budget"] == before["inline_time_budget"] + 1
+        assert last["tokens"] < 32 and (items == []) == (last["text"] == "")
+    finally:
+        shared.client.workspace_did_change_configuration(
+            types.DidChangeConfigurationParams(settings={"parafill": {"timeBudgetMs": 20000}})
+        )

@@ -118,8 +118,13 @@ class ModelRoutes:
     def params_for(self, kind: str, **overrides: object) -> GenerationParams:
         return family_params(self.engine_for(kind), **overrides)
 
-    def inline_prompt(self, prefix: str, suffix: str, order: str = "spm", token_healing: bool = True) -> Prompt:
-        return fim_prompt(self.inline.tokenizer, prefix, suffix, order, token_healing)
+    def fim_order(self) -> str:
+        """The FIM order the inline model was trained with: Qwen2.5-Coder (recognised by its repo-level
+        FIM tokens) uses PSM; parafill's own models use SPM, which keeps the cached prompt stable."""
+        return "psm" if self.inline.tokenizer.token_id("<|repo_name|>") is not None else "spm"
+
+    def inline_prompt(self, prefix: str, suffix: str, order: str | None = None, token_healing: bool = True) -> Prompt:
+        return fim_prompt(self.inline.tokenizer, prefix, suffix, order or self.fim_order(), token_healing)
 
     def explain_prompt(self, code: str, language: str = "python") -> Prompt:
         return build_explain_prompt(self.explain.tokenizer, code, language)

@@ -85,7 +85,8 @@ def test_ar_checkpoint_alone_serves_inline_with_ar(replica):
     assert routes.inline.mask_token_id is None
     assert (routes.mode_for("inline"), routes.mode_for("explain")) == ("ar", "ar")
     fim = routes.inline_prompt("def add(a, b):\n    return ", "\n")
-    assert fim.ids[0] == 151661  # SPM: <|fim_suffix|> first
+    assert routes.fim_order() == "psm" and fim.ids[0] == 151659  # Qwen2.5-Coder's order: <|fim_prefix|> first
+    assert routes.inline_prompt("a", "b", order="spm").ids[0] == 151661
     res = routes.generate("inline", fim.ids, routes.params_for("inline", max_new_tokens=4))
     assert res.mode == "ar" and len(res.token_ids) <= 4
     # Token healing over a tokenizer smaller than the padded embedding (151665 tokens, 151936 rows).

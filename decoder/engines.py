@@ -23,7 +23,7 @@ from decoder.engine import Engine, EngineOptions
 from decoder.families import Family, family_of
 from decoder.generation import GenerationControl, GenerationParams, GenerationResult
 from decoder.prompts import Prompt, build_explain_prompt, fim_prompt
-from decoder.router import generate
+from decoder.router import RoutingRules, generate
 
 ROUTES = ("inline", "explain")
 
@@ -109,11 +109,19 @@ class ModelRoutes:
             raise ValueError(f"unknown request kind {kind!r}: expected one of {ROUTES}")
         return self.inline if kind == "inline" else self.explain
 
-    def mode_for(self, kind: str) -> str:
-        """ "block" or "ar": the family's route for this kind on the engine that serves it."""
+    def mode_for(self, kind: str, params: GenerationParams | None = None, preferred: str | None = None) -> str:
+        """ "block" or "ar" for this kind on the engine that serves it: `preferred` (a user setting) or the
+        family's route; with `params`, outputs longer than a few blocks go to AR where the engine's KV
+        layout allows AR (a block-causal engine cannot decode one token at a time); a checkpoint
+        without a mask token always decodes AR."""
         engine = self.engine_for(kind)
         family = getattr(engine, "family", None) or family_of(engine.model.config)
-        return family.mode_for(kind, has_mask=engine.mask_token_id is not None)
+        has_mask = engine.mask_token_id is not None
+        mode = preferred or family.mode_for(kind, has_mask=has_mask)
+        causal = getattr(engine, "kv_layout", "causal") == "causal"
+        if params is not None and causal:
+            mode = RoutingRules(**{kind: mode}).choose(kind, params)
+        return "ar" if mode == "block" and not has_mask else mode
 
     def params_for(self, kind: str, **overrides: object) -> GenerationParams:
         return family_params(self.engine_for(kind), **overrides)

@@ -81,7 +81,7 @@ def run_explain(
     on_text: Callable[[str], None] | None = None,
 ) -> ExplainAnswer:
     from decoder.generation import GenerationControl
-    from decoder.router import RoutingRules, generate
+    from decoder.router import generate
 
     engine = routes.explain
     truncated = len(code) > settings.explain_max_chars
@@ -89,7 +89,7 @@ def run_explain(
     params = routes.params_for("explain", max_new_tokens=settings.explain_max_tokens)
     eot = engine.tokenizer.special.end_of_text
     params.stop_token_ids = params.stop_token_ids | ({eot} if eot is not None else set())
-    mode = RoutingRules(explain=routes.mode_for("explain")).choose("explain", params)
+    mode = routes.mode_for("explain", params)
     stream = TextStream(engine.tokenizer.decode, on_text)
     control = GenerationControl(
         interrupt=interrupt,

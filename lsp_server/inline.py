@@ -137,7 +137,6 @@ def run_inline(
 ) -> tuple[InlineAnswer, Candidate | None]:
     from decoder.generation import GenerationControl
     from decoder.infill import infill, stop_at_block_end, stop_at_line_end
-    from decoder.router import RoutingRules
 
     doc, shape, engine = req.document, geo.shape, routes.inline
     params = routes.params_for(  # the family's block settings unless the user set them
@@ -148,15 +147,15 @@ def run_inline(
     )
     if params.sub_block_size is not None and params.sub_block_size > params.block_size:
         params.sub_block_size = params.block_size
-    mode = RoutingRules(inline=settings.inline_mode or routes.mode_for("inline")).choose("inline", params)
-    if mode == "block" and engine.mask_token_id is None:
-        mode = "ar"  # a plain AR checkpoint still completes, one token per pass
+    mode = routes.mode_for("inline", params, preferred=settings.inline_mode)
     reserve = params.max_new_tokens + params.block_size + 4
     max_tokens = min(settings.context_tokens, engine.model.config.max_position_embeddings - reserve)
     window, prefix, suffix = fit_window(engine, doc, geo, budget_from(settings), max_tokens)
     stop_rule = stop_at_block_end(shape.indent, settings.max_lines) if shape.multiline else stop_at_line_end
     control = GenerationControl(interrupt=interrupt, deadline=time.monotonic() + settings.time_budget_ms / 1000)
-    result = infill(engine, prefix, suffix, mode, params, stop_rule=stop_rule, control=control)
+    result = infill(
+        engine, prefix, suffix, mode, params, stop_rule=stop_rule, control=control, order=routes.fim_order()
+    )
     ctx = RuleContext(
         prefix=prefix,
         line_prefix=geo.line_prefix,

@@ -139,3 +139,19 @@ def test_cli_explain_model_and_route(replica, capsys):
     assert "block-causal" in capsys.readouterr().err
     assert main(["generate", "--model", str(sdar), "--block-size", "8", "--prompt", CODE]) == 2
     assert main(["generate", "--model", str(inline), "--explain-model", str(explain), "--prompt", CODE]) == 2
+
+
+def test_long_outputs_go_to_ar_only_where_the_kv_layout_allows_it(replica, tiny_model_dir):
+    from decoder.generation import GenerationParams
+
+    long = GenerationParams(max_new_tokens=512, block_size=4)
+    short = GenerationParams(max_new_tokens=16, block_size=4)
+    causal = ModelRoutes.open(tiny_model_dir)
+    assert causal.mode_for("inline", short) == "block"
+    assert causal.mode_for("inline", long) == "ar"
+    assert causal.mode_for("explain", short) == "ar"
+    assert causal.mode_for("explain", short, preferred="block") == "block"
+    block_causal = ModelRoutes.open(replica("sdar_4b_chat"))
+    assert block_causal.engine_for("inline").kv_layout == "block_causal"
+    assert block_causal.mode_for("inline", long) == "block"
+    assert block_causal.mode_for("explain", long) == "block"

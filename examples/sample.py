@@ -11,3 +11,8 @@ def count_words(path):
     """Return the number of words in the file at path."""
     total = 0
     for line in read_lines(path):
+        
+
+
+if __name__ == "__main__":
+    print(count_words(__file__))

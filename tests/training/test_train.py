@@ -88,3 +88,14 @@ def test_export_is_a_complete_model_folder(tiny_corpus: Path, tmp_path: Path) ->
     assert "tokens seen" in card and "Corpus" in card
     assert json.loads((out / "training.json").read_text())["tokens_seen"] == trainer.tokens
     assert load_model(out).config.tie_word_embeddings
+
+
+def test_init_from_a_shipped_folder_continues_from_its_weights(tiny_corpus: Path, tmp_path: Path) -> None:
+    out = tmp_path / "export"
+    Trainer(tiny_cfg(tiny_corpus, tmp_path / "a", max_steps=2, export_dir=str(out))).fit()
+    shipped = load_model(out)
+    b = Trainer(tiny_cfg(tiny_corpus, tmp_path / "b", max_steps=1, init_from=str(out)))
+    for name, tensor in shipped.state_dict().items():
+        assert torch.equal(b.model.state_dict()[name], tensor), name
+    b.fit()
+    assert b.step == 1

@@ -86,6 +86,8 @@ class OnnxRunner:
                     raise ValueError("KV buffers must come from OnnxRunner.new_kv")
                 self._bind(binding.bind_input, f"past_{kind}_{i}", storage[:, :past])
                 self._bind(binding.bind_output, f"new_{kind}_{i}", storage[:, past : past + query])
+        if self.device.type == "cuda":  # ORT runs on its own stream: let torch's writes (ids, cached KV) land
+            torch.cuda.current_stream(self.device).synchronize()
         self.session.run_with_iobinding(binding)
         return hidden
 

@@ -120,7 +120,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--lr", type=float, default=2e-3)
     p.add_argument("--ar-fraction", type=float, default=0.5)
     p.add_argument("--compile", choices=["auto", "on", "off"], default="auto")
-    p.add_argument("--max-corpus-mb", type=float, default=None)
+    p.add_argument("--max-corpus-mb", type=float, default=None, help="stop reading source after this many MB")
+    p.add_argument("--sample-corpus-mb", type=float, default=500.0, help="uniform sample of the train split, MB")
     p.add_argument("--source", action="append", default=[], type=Path, help="extra folder of Python source")
     args = p.parse_args(argv)
 
@@ -158,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         corpus_dir = work / "corpus"
         sha, modules = heldout_sha(args.tokenizer)
-        max_mb = args.max_corpus_mb if args.max_corpus_mb is not None else (0.5 if args.tiny else 400.0)
+        max_mb = args.max_corpus_mb if args.max_corpus_mb is not None else (0.5 if args.tiny else None)
         build_corpus(
             corpus_dir,
             roots=None,
@@ -167,6 +168,7 @@ def main(argv: list[str] | None = None) -> int:
             holdout=modules,
             heldout_sha=sha,
             max_bytes=None if max_mb is None else int(max_mb * 1e6),
+            sample_bytes=int(args.sample_corpus_mb * 1e6),
             explain_max_files=100 if args.tiny else 2000,
             log=log,
         )

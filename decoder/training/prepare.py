@@ -37,6 +37,7 @@ def build_corpus(
     tokenizer_sample_bytes: int = 40_000_000,
     holdout: frozenset[str] = frozenset(),
     max_bytes: int | None = None,
+    sample_bytes: int | None = None,
     heldout_sha: frozenset[str] = frozenset(),
     explain_max_files: int | None = None,
     log=print,
@@ -56,6 +57,20 @@ def build_corpus(
     )
     train = corpus.split("train")
     val = corpus.split("val")
+    if sample_bytes is not None and sum(len(f.text) for f in train) > sample_bytes:
+        # A uniform sample (by content hash) rather than the first files found: a walk in alphabetical
+        # order would otherwise keep `a*` packages and drop torch or transformers.
+        train.sort(key=lambda f: f.sha256)
+        kept, seen = [], 0
+        for f in train:
+            if seen >= sample_bytes:
+                f.split = "unused"  # type: ignore[attr-defined]
+                continue
+            seen += len(f.text)
+            kept.append(f)
+        train = kept
+        summary = C.write_manifest(corpus, out)
+        log(f"sampled {len(train)} train files ({seen / 1e6:.0f} MB) of the corpus")
     if not val and len(train) > 1:
         # A small corpus may hash no module into validation: hold out one whole module rather than none.
         module = min(f.module for f in train)

@@ -96,3 +96,22 @@ def test_heldout_entries_resolve_on_this_machine(tiny_corpus: Path, tmp_path: Pa
     assert [f.path for f in found] == [e["path"] for e in entries]
     (root / entries[0]["path"]).write_text("changed = True\n" * 10)  # edited copy: no longer the held-out file
     assert len(C.resolve_heldout(entries, roots=[(source, root)])) == len(entries) - 1
+
+
+def test_sample_bytes_keeps_a_hash_sample_of_train(tmp_path: Path) -> None:
+    from decoder.training.prepare import build_corpus
+    from tests.training.conftest import write_tree
+
+    src = write_tree(tmp_path / "src", n_packages=6)
+    meta = build_corpus(
+        tmp_path / "out",
+        roots=[],
+        folders=[src],
+        vocab_size=300,
+        sample_bytes=5000,
+        holdout=frozenset({"pkg0"}),
+        log=lambda _m: None,
+    )
+    splits = meta["summary"]["splits"]
+    assert splits["unused"]["files"] > 0 and 5000 <= splits["train"]["bytes"] < 5000 + 3000
+    assert splits["val"]["files"] >= 4  # validation (pkg0 and any hashed module) is never sampled away

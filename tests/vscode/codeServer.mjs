@@ -71,9 +71,54 @@ export class CodeServer {
     this.workspace = workspace;
     this.log = log;
     this.output = '';
+    this.settings = settings;
     fs.mkdirSync(path.join(this.userDataDir, 'User'), { recursive: true });
     fs.mkdirSync(this.extensionsDir, { recursive: true });
-    fs.writeFileSync(path.join(this.userDataDir, 'User', 'settings.json'), JSON.stringify(profileSettings(settings), null, 2));
+    this.writeSettings();
+  }
+
+  /** Rewrite the user settings (VS Code picks the change up while running); `extra` on top of the start ones. */
+  writeSettings(extra = {}) {
+    const file = path.join(this.userDataDir, 'User', 'settings.json');
+    fs.writeFileSync(file, JSON.stringify(profileSettings({ ...this.settings, ...extra }), null, 2));
+  }
+
+  readSettings() {
+    return JSON.parse(fs.readFileSync(path.join(this.userDataDir, 'User', 'settings.json'), 'utf8'));
+  }
+
+  /** Pids of `parafill serve` processes started under this code-server (Linux /proc). */
+  languageServerPids() {
+    const children = new Map();
+    for (const entry of fs.readdirSync('/proc')) {
+      if (!/^\d+$/.test(entry)) {
+        continue;
+      }
+      try {
+        const stat = fs.readFileSync(`/proc/${entry}/stat`, 'utf8');
+        const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+        children.set(ppid, [...(children.get(ppid) ?? []), Number(entry)]);
+      } catch {
+        /* exited meanwhile */
+      }
+    }
+    const found = [];
+    const walk = (pid) => {
+      for (const child of children.get(pid) ?? []) {
+        let cmdline = '';
+        try {
+          cmdline = fs.readFileSync(`/proc/${child}/cmdline`, 'utf8').split('\0').join(' ');
+        } catch {
+          /* exited meanwhile */
+        }
+        if (/parafill/.test(cmdline) && /\bserve\b/.test(cmdline)) {
+          found.push(child);
+        }
+        walk(child);
+      }
+    };
+    walk(this.proc.pid);
+    return found;
   }
 
   commonArgs() {

@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from lsp_server import cmd_complete, cmd_eval, cmd_explain, cmd_generate, cmd_serve
+from lsp_server import cmd_complete, cmd_eval, cmd_explain, cmd_generate, cmd_serve, cmd_train
 from lsp_server.errors import UserError
 
 # name -> (help, add_arguments, run). Later subcommands register here.
@@ -19,6 +19,16 @@ SUBCOMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Cal
         "completion quality on held-out Python files, AR vs block diffusion",
         cmd_eval.add_arguments,
         cmd_eval.run,
+    ),
+    "corpus": (
+        "build a tokenized corpus of Python source for training",
+        cmd_train.add_corpus,
+        cmd_train.run_corpus_command,
+    ),
+    "train": (
+        "train or fine-tune a model (AR, then block diffusion)",
+        cmd_train.add_train,
+        cmd_train.run_train_command,
     ),
 }
 

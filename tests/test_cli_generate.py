@@ -80,3 +80,15 @@ def test_bad_arguments_and_bad_model_folder_exit_2_with_one_line(tiny_model_dir,
         lines = [line for line in proc.stderr.splitlines() if line.strip()]
         assert len(lines) == 1 and lines[0].startswith("parafill: error:"), (args, proc.stderr)
         assert "Traceback" not in proc.stderr
+
+
+def test_train_and_corpus_refuse_bad_folders_with_one_line(tmp_path):
+    cases = [
+        ("train", "--corpus", str(tmp_path / "none"), "--run", str(tmp_path / "run"), "--max-steps", "1"),
+        ("train", "--corpus", str(tmp_path), "--run", str(tmp_path / "run")),
+        ("corpus", "--out", str(tmp_path / "c"), "--no-default-roots", "--folder", str(tmp_path / "missing")),
+    ]
+    for args in cases:
+        proc = run_cli(*args)
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert proc.stderr.startswith("parafill: error:") and "Traceback" not in proc.stderr

@@ -207,6 +207,10 @@ describe('parafill in VS Code (code-server + headless Chromium)', () => {
       'the status bar to show the model ready',
     );
     notes.push(`status bar when ready: ${await statusText()}`);
+    // Every setting the extension sends is one the server knows and accepts.
+    const log = server.extensionLog();
+    assert.ok(!/unknown setting|keeping/.test(log), `the server rejected settings:\n${log}`);
+    assert.match(log, /model loaded from/);
   });
 
   test('open a Python file, type, ghost text appears; median keystroke -> ghost time', async () => {

@@ -218,7 +218,7 @@ export class ParafillClient implements vscode.Disposable {
     const now = Date.now();
     this.crashTimes = this.crashTimes.filter((t) => now - t < RESTART_WINDOW_MS);
     this.crashTimes.push(now);
-    const tail = this.stderrTail.filter((l) => l.trim()).slice(-1)[0];
+    const tail = this.stderrTail.filter((l) => /error|exception|traceback/i.test(l)).slice(-1)[0];
     if (this.crashTimes.length <= MAX_RESTARTS) {
       this.log.warn(`the server exited${tail ? ` (${tail})` : ''}; restarting (${this.crashTimes.length}/${MAX_RESTARTS})`);
       this.status.setState('starting', 'restarting after a crash');

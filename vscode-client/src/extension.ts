@@ -38,7 +38,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ expl
     }),
   );
 
-  await parafill.start();
+  void parafill.start(); // not awaited: importing torch takes seconds, activation should not
   return { explainSelection: () => explain.explainSelection() };
 }
 

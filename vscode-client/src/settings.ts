@@ -4,28 +4,30 @@ import type { ServerCommandSettings } from './serverCommand';
 
 export const SECTION = 'parafill';
 
-/**
- * Server setting name for each `parafill.<key>` that is forwarded (see lsp_server/settings.py).
- * An empty model or dtype means the server's default (the shipped model, the model's dtype); other empty
- * strings are left out.
- */
+/** Server setting name (lsp_server/settings.py, camelCase) for each forwarded `parafill.<key>`. */
 export const SERVER_KEYS: Record<string, string> = {
   enable: 'enable',
   model: 'model',
+  'explain.model': 'explainModel',
   device: 'device',
   dtype: 'dtype',
+  backend: 'backend',
+  cacheBudgetMb: 'cacheMb',
   maxTokensSingleLine: 'maxTokensLine',
   maxTokensMultiLine: 'maxTokensBlock',
   maxLines: 'maxLines',
+  inlineMode: 'inlineMode',
   blockSize: 'blockSize',
   threshold: 'threshold',
   timeBudgetMs: 'timeBudgetMs',
   debounceMs: 'debounceMs',
-  cacheBudgetMb: 'cacheMb',
   contextTokens: 'contextTokens',
   'explain.maxTokens': 'explainMaxTokens',
   'explain.timeBudgetMs': 'explainTimeBudgetMs',
 };
+
+/** Settings where empty or null means "the server's default" (the shipped model, the family's block settings...). */
+const NULLABLE = new Set(['model', 'explain.model', 'dtype', 'inlineMode', 'blockSize', 'threshold']);
 
 /** Settings whose change needs a new server process rather than a didChangeConfiguration. */
 export const RESTART_KEYS = ['languages', 'server.path', 'server.pythonPath', 'server.args'];
@@ -58,10 +60,12 @@ export function serverSettings(): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const [key, serverKey] of Object.entries(SERVER_KEYS)) {
     const value = c.get<unknown>(key);
-    if (value === undefined || value === null || (value === '' && key !== 'model' && key !== 'dtype')) {
-      continue;
+    const empty = value === undefined || value === null || value === '';
+    if (!empty) {
+      out[serverKey] = value;
+    } else if (NULLABLE.has(key)) {
+      out[serverKey] = null; // back to the server's default, also after a value was set and removed
     }
-    out[serverKey] = value;
   }
   return out;
 }

@@ -360,6 +360,32 @@ describe('parafill in VS Code (code-server + headless Chromium)', () => {
     assert.ok(bodies.length >= 2, 'the explanation did not stream (one version of the text only)');
   });
 
+  test('Explain Selection is cancelled from its notification', async () => {
+    await page.click('.monaco-editor .view-lines');
+    await page.keyboard.press(`${CTRL}+Home`);
+    for (let i = 0; i < 14; i++) {
+      await page.keyboard.press('Shift+ArrowDown');
+    }
+    await page.evaluate(() => {
+      window.__parafillOutput.length = 0;
+    });
+    await page.keyboard.press('F1');
+    await page.waitForSelector('.quick-input-widget input', { state: 'visible' });
+    await page.keyboard.type('parafill: Explain Selection');
+    await page.waitForSelector('.quick-input-list .monaco-list-row[aria-label*="Explain Selection"]', { timeout: 10_000 });
+    await page.keyboard.press('Enter');
+    const toast = page.locator('.notification-toast', { hasText: 'explaining' });
+    await toast.waitFor({ timeout: 20_000 });
+    await toast.hover(); // the buttons of a progress notification show on hover
+    await toast.getByRole('button', { name: 'Cancel' }).click({ timeout: 10_000 });
+    await waitFor(
+      () => page.evaluate(() => window.__parafillOutput.some((v) => v.text.includes('(cancelled)'))),
+      20_000,
+      'the output to say (cancelled)',
+    );
+    await toast.waitFor({ state: 'detached', timeout: 10_000 });
+  });
+
   test('clicking the status bar item turns inline completions off, and on again', async () => {
     const item = page.locator('.statusbar-item', { hasText: 'parafill' });
     await item.click();

@@ -262,18 +262,40 @@ describe('parafill in VS Code (code-server + headless Chromium)', () => {
   });
 
   test('Tab accepts the ghost text, and the saved file contains it (screenshot saved)', async () => {
-    let ghost;
-    for (const prefix of ['def subtract(a, b):', 'def size', 'def peek', 'z = ']) {
+    // A new method in class Stack first (after line 14, `self.items.append(item)`), then top-level fallbacks.
+    const inClass = async () => {
       await page.keyboard.press('Escape');
+      await page.keyboard.press(`${CTRL}+G`);
+      await page.keyboard.type('14');
+      await page.keyboard.press('Enter');
       await page.keyboard.press('End');
       await page.keyboard.press('Enter');
       await page.keyboard.press('Enter');
-      if (!(await typeAndTime(prefix, 15_000))) {
+      await page.keyboard.press('Shift+Tab'); // from the method body's indent to the class's
+    };
+    const atEnd = async () => {
+      await page.keyboard.press('Escape');
+      await page.keyboard.press(`${CTRL}+End`);
+      await page.keyboard.press('Enter');
+      await page.keyboard.press('Enter');
+    };
+    const candidates = [
+      [inClass, 'def pop(self):\n'],
+      [inClass, 'def peek(self):\n'],
+      [atEnd, 'def subtract(a, b):'],
+      [atEnd, 'def size'],
+      [atEnd, 'z = '],
+    ];
+    let ghost;
+    for (const [setup, typed] of candidates) {
+      await setup();
+      if (!(await typeAndTime(typed, 15_000))) {
         continue;
       }
       const g = await ghostText();
       if (g.inline.trim() || g.lines.some((l) => l.trim())) {
-        ghost = { prefix, ...g };
+        // What precedes the ghost text on its line: the typed text after its last newline.
+        ghost = { prefix: typed.split('\n').at(-1), typed, ...g };
         break;
       }
     }
@@ -305,12 +327,12 @@ describe('parafill in VS Code (code-server + headless Chromium)', () => {
       'the saved file to contain the accepted text',
     ).catch(() => undefined);
     const saved = pictures(fs.readFileSync(file, 'utf8'));
-    const savedLine = saved.split('\n').find((l) => l.startsWith(ghost.prefix));
+    const savedLine = saved.split('\n').find((l) => l.includes(ghost.typed.split('\n')[0]));
     assert.ok(saved.includes(expected), `accepted text ${JSON.stringify(expected)} not in the saved file (line: ${JSON.stringify(savedLine)})`);
     for (const line of expectedLines) {
       assert.ok(saved.includes(line), `accepted line ${JSON.stringify(line)} not in the saved file:\n${saved}`);
     }
-    notes.push(`accepted: ${JSON.stringify([ghost.inline, ...ghost.lines].join('\n'))}`);
+    notes.push(`accepted after ${JSON.stringify(ghost.typed)}: ${JSON.stringify([ghost.inline, ...ghost.lines].join('\n'))}`);
   });
 
   test('Explain Selection streams the explanation into the "parafill Explain" output', async () => {

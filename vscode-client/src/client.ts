@@ -36,7 +36,6 @@ export class ParafillClient implements vscode.Disposable {
   private stderrTail: string[] = [];
   private crashTimes: number[] = [];
   private starting: Promise<void> | undefined;
-  private readonly disposables: vscode.Disposable[] = [];
   private modelTimer: ReturnType<typeof setTimeout> | undefined;
 
   constructor(
@@ -69,11 +68,10 @@ export class ParafillClient implements vscode.Disposable {
     this.client = undefined;
     if (client) {
       try {
-        await client.stop(5000);
+        await client.dispose(5000); // shutdown + exit, then kill if it does not go
       } catch (err) {
         this.log.warn(`stopping the server: ${String(err)}`);
       }
-      await client.dispose();
     }
     this.status.setState('stopped');
   }
@@ -250,6 +248,5 @@ export class ParafillClient implements vscode.Disposable {
       clearTimeout(this.modelTimer);
     }
     void this.stop();
-    this.disposables.forEach((d) => d.dispose());
   }
 }

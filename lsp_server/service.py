@@ -17,11 +17,13 @@ from typing import TYPE_CHECKING, Any
 from lsp_server.doc_state import DocumentStates
 from lsp_server.engine_holder import EngineHolder, ModelUnavailable
 from lsp_server.explain import ExplainAnswer, run_explain
-from lsp_server.inline import InlineAnswer, InlineRequest, answer_for, run_inline, surroundings
+from lsp_server.inline import InlineAnswer, InlineRequest, Surroundings, answer_for, run_inline, surroundings
+from lsp_server.remote import remote_config, run_remote_explain, run_remote_inline, serves
 from lsp_server.settings import Settings, parse_settings
 
 if TYPE_CHECKING:
     from decoder.engines import ModelRoutes
+    from lsp_server.postprocess import Candidate
 
 log = logging.getLogger("parafill.service")
 
@@ -48,6 +50,7 @@ class CompletionService:
             "inline_empty": 0,
             "inline_time_budget": 0,
             "explain_requests": 0,
+            "inline_remote": 0,  # inline requests sent to the remote server
             "cancelled": 0,
             "superseded": 0,
             "forward_passes": 0,  # summed over finished generations
@@ -67,12 +70,12 @@ class CompletionService:
         changed (the holder compares them). Returns warnings about keys or values that were ignored."""
         new, warnings = parse_settings(raw, self._settings)
         self._settings = new
-        if load and new.enable:
+        if load and new.enable and _needs_local_model(new):
             self.holder.request(new)
         return warnings
 
     def start_loading(self) -> None:
-        if self._settings.enable:
+        if self._settings.enable and _needs_local_model(self._settings):
             self.holder.request(self._settings)
 
     # -- requests -------------------------------------------------------------------------------------
@@ -86,6 +89,11 @@ class CompletionService:
             return self._finish_inline(answer_for(geo, cand, "typed_ahead", "typed_ahead"))
         if not settings.enable:
             return self._finish_inline(answer_for(geo, None, "none", "disabled"))
+        if serves(settings, "inline"):
+            self._count("inline_remote")
+            with self._active():
+                answer, candidate = run_remote_inline(req, geo, settings, interrupt)
+            return self._finish_model_inline(req, geo, answer, candidate)
         try:
             routes = self._routes(interrupt)
         except ModelUnavailable as exc:
@@ -93,6 +101,11 @@ class CompletionService:
         self._count("inline_model_runs")
         with self._active():
             answer, candidate = run_inline(routes, req, geo, settings, self._counting(interrupt))
+        return self._finish_model_inline(req, geo, answer, candidate)
+
+    def _finish_model_inline(
+        self, req: InlineRequest, geo: Surroundings, answer: InlineAnswer, candidate: Candidate | None
+    ) -> InlineAnswer:
         # An interrupted run is cut short, not finished: keeping it would serve its stub by typed-ahead.
         if candidate is not None and answer.stop_reason not in _INTERRUPTED:
             self.states.remember(req.uri, req.document.text, geo.anchor, geo.cursor_end, candidate, answer.window)
@@ -104,9 +117,14 @@ class CompletionService:
     def explain(self, code: str, interrupt: Interrupt | None = None, on_text: Callable[[str], None] | None = None):
         """Explain `code`; raises ModelUnavailable or ExplainError when it cannot."""
         self._count("explain_requests")
-        routes = self._routes(interrupt)
-        with self._active():
-            answer: ExplainAnswer = run_explain(routes, code, self._settings, self._counting(interrupt), on_text)
+        settings = self._settings
+        if serves(settings, "explain"):
+            with self._active():
+                answer: ExplainAnswer = run_remote_explain(settings, code, interrupt, on_text)
+        else:
+            routes = self._routes(interrupt)
+            with self._active():
+                answer = run_explain(routes, code, settings, self._counting(interrupt), on_text)
         self._count("forward_passes", answer.forward_passes)
         with self._lock:
             self._last["explain"] = answer.to_json() | {"text": answer.text[:200]}
@@ -135,6 +153,7 @@ class CompletionService:
             out["last"] = {k: dict(v) for k, v in self._last.items()}
         out["documents_with_state"] = len(self.states)
         out["model"] = self.holder.status()
+        out["remote"] = _remote_status(self._settings)
         return out
 
     # -- internals ------------------------------------------------------------------------------------
@@ -167,3 +186,19 @@ class CompletionService:
             yield
         finally:
             self._count("active", -1)
+
+
+def _needs_local_model(settings: Settings) -> bool:
+    """False when the remote server answers both routes: then no local model is loaded."""
+    return not (serves(settings, "inline") and serves(settings, "explain"))
+
+
+def _remote_status(settings: Settings) -> dict[str, Any] | None:
+    """Where remote requests go and for which routes (never the API key); None when not configured."""
+    try:
+        config = remote_config(settings)
+    except Exception as exc:  # an unusable URL: say so in stats, requests report it too
+        return {"error": str(exc), "routes": settings.remote_routes}
+    if config is None:
+        return None
+    return config.describe() | {"routes": settings.remote_routes, "explain_api": settings.remote_explain_api}

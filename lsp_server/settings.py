@@ -44,6 +44,17 @@ class Settings:
     explain_max_chars: int = 8000
     # documents
     max_document_kb: int = 1024  # larger documents are not served (logged once)
+    # remote backend: an OpenAI-compatible server (vLLM, SGLang, llama.cpp server) instead of the embedded
+    # engine for the routes named in remote_routes; only when remote_url is set (see lsp_server/remote.py)
+    remote_url: str | None = None  # API base, e.g. http://127.0.0.1:8000/v1
+    remote_model: str | None = None  # the request's `model` field
+    remote_api_key_env: str | None = "PARAFILL_REMOTE_API_KEY"  # environment variable holding the API key
+    remote_routes: str = "explain"  # "explain", "inline" or "both"
+    remote_explain_api: str = "chat"  # "chat" (/chat/completions) or "completions" with remote_explain_template
+    remote_explain_template: str = "<|explain_code|>{code}<|explain_text|>"
+    remote_fim_template: str | None = None  # e.g. "<|fim_prefix|>{prefix}<|fim_suffix|>{suffix}<|fim_middle|>";
+    # None: /completions with prompt=prefix and suffix=suffix (servers that build the FIM prompt themselves)
+    remote_timeout_ms: int = 30000  # connect, and the longest wait for the next streamed piece
 
     @property
     def engine_key(self) -> tuple:
@@ -78,10 +89,26 @@ _RULES: dict[str, tuple[type, float | None, float | None]] = {
     "explain_time_budget_ms": (int, 1, 3_600_000),
     "explain_max_chars": (int, 1, 10_000_000),
     "max_document_kb": (int, 1, 1 << 22),
+    "remote_url": (str, None, None),
+    "remote_model": (str, None, None),
+    "remote_api_key_env": (str, None, None),
+    "remote_routes": (str, None, None),
+    "remote_explain_api": (str, None, None),
+    "remote_explain_template": (str, None, None),
+    "remote_fim_template": (str, None, None),
+    "remote_timeout_ms": (int, 100, 3_600_000),
 }
 
-_CHOICES = {"inline_mode": ("block", "ar"), "backend": ("torch", "onnx")}
-_NULLABLE = {"model", "explain_model", "dtype", "inline_mode", "block_size", "threshold"}  # null: the default
+_CHOICES = {
+    "inline_mode": ("block", "ar"),
+    "backend": ("torch", "onnx"),
+    "remote_routes": ("explain", "inline", "both"),
+    "remote_explain_api": ("chat", "completions"),
+}
+_NULLABLE = {
+    *("model", "explain_model", "dtype", "inline_mode", "block_size", "threshold"),
+    *("remote_url", "remote_model", "remote_api_key_env", "remote_fim_template"),
+}  # null: the default
 
 # Accepted spellings besides the field name and its camelCase form.
 _ALIASES = {
@@ -121,6 +148,8 @@ def _coerce(name: str, value: Any) -> Any:
             return None  # "" means "the default"
         if name in _CHOICES and value not in _CHOICES[name]:
             raise ValueError(f"expected one of {', '.join(_CHOICES[name])}")
+        if name == "remote_url" and not value.startswith(("http://", "https://")):
+            raise ValueError("expected an http:// or https:// URL")
         return value
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValueError("expected a number")

@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from lsp_server import cmd_complete, cmd_eval, cmd_explain, cmd_generate, cmd_serve, cmd_train
+from lsp_server import cmd_bench, cmd_complete, cmd_eval, cmd_explain, cmd_generate, cmd_serve, cmd_train
 from lsp_server.errors import UserError
 
 # name -> (help, add_arguments, run). Later subcommands register here.
@@ -19,6 +19,11 @@ SUBCOMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Cal
         "completion quality on held-out Python files, AR vs block diffusion",
         cmd_eval.add_arguments,
         cmd_eval.run,
+    ),
+    "bench": (
+        "latency vs span (block, AR, llama.cpp), quality vs threshold, prefix cache, LSP p50/p99",
+        cmd_bench.add_arguments,
+        cmd_bench.run,
     ),
     "corpus": (
         "build a tokenized corpus of Python source for training",

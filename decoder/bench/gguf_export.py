@@ -127,6 +127,7 @@ def export_gguf(folder: str | Path, out: str | Path, dtype: str = "f32") -> dict
         writer.add_bos_token_id(int(cfg["bos_token_id"]))
     writer.add_add_bos_token(False)
     writer.add_add_eos_token(False)
+    writer.add_add_space_prefix(False)  # byte-level BPE: no leading space is invented
 
     state: dict[str, np.ndarray] = {}
     for path in sorted(folder.glob("*.safetensors")):

@@ -1,0 +1,124 @@
+"""The remote client and the language server against llama-cpp-python's OpenAI-compatible server on
+127.0.0.1, serving our tiny model converted to GGUF. Skipped unless llama-cpp-python[server] and gguf are
+installed (benchmarks/llamacpp/install.sh; CI does not build llama.cpp)."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytest.importorskip("httpx")
+pytest.importorskip("gguf")
+pytest.importorskip("llama_cpp")
+pytest.importorskip("llama_cpp.server")
+
+import httpx
+
+from decoder.bench.gguf_export import export_gguf
+from decoder.engine import EngineOptions
+from decoder.engines import open_family_engine
+from decoder.generation import GenerationParams
+from decoder.prompts import fim_prompt
+from decoder.remote import RemoteConfig, stream_completion
+from decoder.remote.client import completion_body
+from decoder.router import generate
+from tests.lsp.session import SAMPLE, Session, doc_uri
+from tests.tiny_models import write_tiny_qwen2
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    folder = write_tiny_qwen2(tmp_path_factory.mktemp("tiny-llamacpp"), tie=True)
+    export_gguf(folder, folder / "model.gguf", "f32")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def server(model):
+    port = _free_port()
+    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(model / "model.gguf")]
+    cmd += ["--host", "127.0.0.1", "--port", str(port), "--n_threads", "1", "--n_ctx", "2048"]
+    cmd += ["--model_alias", "tiny"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    url = f"http://127.0.0.1:{port}/v1"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if httpx.get(f"{url}/models", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"llama_cpp.server did not start: {proc.stderr.read()[-2000:]}")
+            time.sleep(0.3)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def _banned_bias(engine) -> dict[str, float]:
+    """Our decoders never emit the mask or prompt-format tokens: ask llama.cpp for the same."""
+    banned = [i for i, v in enumerate(engine.logit_bias.tolist()) if v == float("-inf")]
+    return {str(i): -100.0 for i in banned}
+
+
+def test_streamed_greedy_completion_matches_our_ar_decoder(server, model):
+    engine = open_family_engine(model, EngineOptions(threads=1))
+    tok = engine.tokenizer
+    prefix, suffix = "class Stack:\n    def push(self, item):\n        self.", "\n\nfor i in range(10):\n"
+    ids = fim_prompt(tok, prefix, suffix, "spm", token_healing=False).ids
+    text = tok.decode(ids)  # the prompt as text, special tokens spelled out: the server parses them
+    eot = tok.special.end_of_text
+    ours = generate(engine, ids, "ar", GenerationParams(max_new_tokens=16, stop_token_ids=frozenset({eot})))
+    cfg = RemoteConfig(server, model="tiny")
+    body = completion_body(cfg, text, 16, extra={"repeat_penalty": 1.0, "logit_bias": _banned_bias(engine)})
+    pieces: list[str] = []
+    res = stream_completion(cfg, body, on_text=pieces.append)
+    assert res.text == ours.text and len(pieces) >= 2
+
+
+def test_cancel_closes_the_stream_and_the_server_keeps_serving(server):
+    cfg = RemoteConfig(server, model="tiny")
+    got: list[str] = []
+    body = completion_body(cfg, "def f(x):\n", 1500, extra={"repeat_penalty": 1.0})
+    res = stream_completion(cfg, body, on_text=got.append, interrupt=lambda: "cancelled" if len(got) >= 3 else None)
+    assert res.stop_reason == "cancelled" and res.closed_early and len(got) >= 3
+    again = stream_completion(cfg, completion_body(cfg, "x = ", 4))
+    assert again.finish_reason in ("length", "stop")
+
+
+async def test_language_server_explains_through_llamacpp(server, model):
+    options = {
+        "model": str(model),
+        "remoteUrl": server,
+        "remoteModel": "tiny",
+        "remoteExplainApi": "completions",
+        "explainMaxTokens": 24,
+    }
+    s = await Session().start(options)
+    try:
+        uri = doc_uri("llamacpp_explain.py")
+        s.open(uri, SAMPLE.read_text())
+        rng = {"start": {"line": 16, "character": 0}, "end": {"line": 19, "character": 0}}
+        params = {"textDocument": {"uri": uri}, "range": rng, "workDoneToken": "l1"}
+        answer = await s.request("parafill/explain", params)
+        assert answer["route"] == "remote" and answer["stop_reason"] in ("length", "stop_token")
+        streamed = "".join(v.get("message", "") for t, v in s.progress if t == "l1" and v["kind"] == "report")
+        assert streamed == answer["text"]
+    finally:
+        await s.stop()

@@ -22,6 +22,7 @@ import torch
 import kernels
 from decoder.block_causal_engine import BlockCausalEngine, BlockSequence
 from decoder.block_decoder import NoMaskTokenError, _Output, fit_allowed
+from decoder.engine import PrefillInterrupted
 from decoder.generation import GenerationControl, GenerationParams, GenerationResult
 
 
@@ -38,7 +39,10 @@ def decode_aligned_blocks(
     if engine.mask_token_id is None:
         raise NoMaskTokenError("this checkpoint has no mask token: block diffusion cannot run")
     started = time.perf_counter()
-    seq = engine.start(prompt_ids, reserve=params.max_new_tokens + 2 * size)
+    try:
+        seq = engine.start(prompt_ids, reserve=params.max_new_tokens + 2 * size, interrupt=control.check)
+    except PrefillInterrupted as stop:
+        return GenerationResult.interrupted_prefill("block", stop.reason, len(prompt_ids), started)
     out = _Output(params, control)
     first = len(seq.open_tokens)
     block = [*seq.open_tokens, *[engine.mask_token_id] * (size - first)]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from decoder.engine import Engine
+from decoder.engine import Engine, PrefillInterrupted
 from decoder.generation import GenerationControl, GenerationParams, GenerationResult
 from decoder.sampling import choose_token, make_generator
 
@@ -15,7 +15,10 @@ def decode_ar(
     params.validate()
     control = control or GenerationControl()
     started = time.perf_counter()
-    seq = engine.start(prompt_ids, reserve=params.max_new_tokens)
+    try:
+        seq = engine.start(prompt_ids, reserve=params.max_new_tokens, interrupt=control.check)
+    except PrefillInterrupted as stop:
+        return GenerationResult.interrupted_prefill("ar", stop.reason, len(prompt_ids), started)
     generator = make_generator(params)
     out: list[int] = []
     steps: list[int] = []

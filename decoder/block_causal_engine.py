@@ -14,13 +14,14 @@ are reused only in whole blocks, because a token's keys depend on the rest of it
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from decoder.engine import Engine, EngineOptions, Sequence
+from decoder.engine import Engine, EngineOptions, PrefillInterrupted, Sequence
 from decoder.model import CausalLM
 from decoder.tokenizer import TextTokenizer
 
@@ -77,8 +78,11 @@ class BlockCausalEngine(Engine):
 
     # -- requests -------------------------------------------------------------------------------------
 
-    def start(self, prompt_ids: list[int], reserve: int) -> BlockSequence:
-        """Prefill the prompt's whole blocks (reusing cached ones); its last partial block stays open."""
+    def start(
+        self, prompt_ids: list[int], reserve: int, interrupt: Callable[[], str | None] | None = None
+    ) -> BlockSequence:
+        """Prefill the prompt's whole blocks (reusing cached ones); its last partial block stays open.
+        As in Engine.start, the lock is held per chunk and `interrupt` is checked before each."""
         if not prompt_ids:
             raise ValueError("empty prompt: there is no token to predict from")
         bsz = self.block_size
@@ -86,19 +90,23 @@ class BlockCausalEngine(Engine):
         with self.lock, torch.inference_mode():
             seq = self._new_block_sequence(len(prompt_ids) + reserve + bsz)
             reused = self._load_cached_blocks(seq, prompt_ids[:aligned])
-            seq.prompt_tokens, seq.cached_prompt_tokens = len(prompt_ids), reused
-            chunk_len = max(bsz, self.options.prefill_chunk // bsz * bsz)
-            rest = prompt_ids[reused:aligned]
-            for start in range(0, len(rest), chunk_len):
-                chunk = rest[start : start + chunk_len]
+        seq.prompt_tokens, seq.cached_prompt_tokens = len(prompt_ids), reused
+        chunk_len = max(bsz, self.options.prefill_chunk // bsz * bsz)
+        rest = prompt_ids[reused:aligned]
+        for start in range(0, len(rest), chunk_len):
+            if interrupt is not None and (reason := interrupt()):
+                raise PrefillInterrupted(reason)
+            chunk = rest[start : start + chunk_len]
+            with self.lock, torch.inference_mode():
                 hidden = self._forward(seq, chunk, n_causal=len(chunk))
-                seq.tokens.extend(chunk)
-                seq.last_hidden = hidden[-1]
-            seq.forward_passes = 1 if rest else 0
-            seq.open_tokens = list(prompt_ids[aligned:])
-            if self.options.use_prefix_cache and rest:
+            seq.tokens.extend(chunk)
+            seq.last_hidden = hidden[-1]
+        seq.forward_passes = 1 if rest else 0
+        seq.open_tokens = list(prompt_ids[aligned:])
+        if self.options.use_prefix_cache and rest:
+            with self.lock, torch.inference_mode():
                 self._cache_tokens(seq)
-            return seq
+        return seq
 
     def step(self, seq: Sequence, commit_ids: list[int], block_ids: list[int]) -> Tensor:
         """One pass: commit whole blocks (block-causally) and/or look at the open block (bidirectional)."""

@@ -14,7 +14,7 @@ import time
 import torch
 
 import kernels
-from decoder.engine import Engine, Sequence
+from decoder.engine import Engine, PrefillInterrupted, Sequence
 from decoder.generation import GenerationControl, GenerationParams, GenerationResult
 
 
@@ -63,7 +63,10 @@ def decode_block(
             "it can only be used with --mode ar"
         )
     started = time.perf_counter()
-    seq = engine.start(prompt_ids, reserve=params.max_new_tokens + params.block_size)
+    try:
+        seq = engine.start(prompt_ids, reserve=params.max_new_tokens + params.block_size, interrupt=control.check)
+    except PrefillInterrupted as stop:
+        return GenerationResult.interrupted_prefill("block", stop.reason, len(prompt_ids), started)
     out = _Output(params, control)
     pending: list[int] = []  # the last finished block: committed, not yet in the KV cache
     steps_per_block: list[int] = []

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -27,6 +28,14 @@ from decoder.prefix_cache import RadixPrefixCache
 from decoder.tokenizer import TextTokenizer
 
 BACKENDS = ("torch", "onnx")
+
+
+class PrefillInterrupted(Exception):
+    """The request was cancelled (or ran out of time) between prefill chunks."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 
 @dataclass
@@ -150,24 +159,31 @@ class Engine:
 
     # -- requests -------------------------------------------------------------------------------------
 
-    def start(self, prompt_ids: list[int], reserve: int) -> Sequence:
-        """Prefill `prompt_ids` (reusing the longest cached prefix) with room for `reserve` more tokens."""
+    def start(self, prompt_ids: list[int], reserve: int, interrupt: Callable[[], str | None] | None = None) -> Sequence:
+        """Prefill `prompt_ids` (reusing the longest cached prefix) with room for `reserve` more tokens.
+
+        The engine lock is held per prefill chunk, not for the whole prompt, so a long prefill does not
+        hold up other requests' passes; `interrupt` is checked before every chunk (PrefillInterrupted)."""
         if not prompt_ids:
             raise ValueError("empty prompt: there is no token to predict from")
         with self.lock, torch.inference_mode():
             seq = self._new_sequence(len(prompt_ids) + reserve)
             reused = self._load_cached_prefix(seq, prompt_ids)
-            seq.prompt_tokens, seq.cached_prompt_tokens = len(prompt_ids), reused
-            rest = prompt_ids[reused:]
-            for start in range(0, len(rest), self.options.prefill_chunk):
-                chunk = rest[start : start + self.options.prefill_chunk]
+        seq.prompt_tokens, seq.cached_prompt_tokens = len(prompt_ids), reused
+        rest = prompt_ids[reused:]
+        for start in range(0, len(rest), self.options.prefill_chunk):
+            if interrupt is not None and (reason := interrupt()):
+                raise PrefillInterrupted(reason)
+            chunk = rest[start : start + self.options.prefill_chunk]
+            with self.lock, torch.inference_mode():
                 hidden = self._forward(seq, chunk, n_causal=len(chunk))
-                seq.tokens.extend(chunk)
-                seq.last_hidden = hidden[-1]
-            seq.forward_passes = 1  # the prefill counts as one pass however it was chunked
-            if self.options.use_prefix_cache:
+            seq.tokens.extend(chunk)
+            seq.last_hidden = hidden[-1]
+        seq.forward_passes = 1  # the prefill counts as one pass however it was chunked
+        if self.options.use_prefix_cache:
+            with self.lock, torch.inference_mode():
                 self._cache_tokens(seq)
-            return seq
+        return seq
 
     def step(self, seq: Sequence, commit_ids: list[int], block_ids: list[int]) -> Tensor:
         """One forward pass: append `commit_ids` causally to the sequence and run the noisy `block_ids`

@@ -77,6 +77,12 @@ class GenerationResult:
     stop_reason: str  # "stop_token", "stop_rule", "length", "cancelled", "time_budget"
     steps_per_block: list[int] = field(default_factory=list)
 
+    @classmethod
+    def interrupted_prefill(cls, mode: str, reason: str, prompt_tokens: int, started: float) -> GenerationResult:
+        """Nothing generated: the request was stopped while its prompt was being prefilled."""
+        latency = (time.perf_counter() - started) * 1000
+        return cls(mode, [], "", [], 0, prompt_tokens, 0, latency, reason)
+
     @property
     def tokens_per_forward(self) -> float:
         return len(self.token_ids) / self.forward_passes if self.forward_passes else 0.0

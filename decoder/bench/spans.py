@@ -143,6 +143,7 @@ def summarise_spans(samples: list[SpanSample]) -> dict[str, Any]:
                     "decode_ms": round(median([s.decode_ms for s in cell]), 3),
                     "total_ms": round(median([s.total_ms for s in cell]), 3),
                     "decode_ms_per_token": round(median([s.decode_ms / max(1, s.tokens - 1) for s in cell]), 4),
+                    "decode_ms_per_pass": round(median([s.decode_ms / max(1, s.decode_passes) for s in cell]), 4),
                     # tokens after the first (which the prefill gives) per decoding pass
                     "tokens_per_decode_pass": round(sum(s.tokens - 1 for s in cell) / passes, 3) if passes else None,
                 }

@@ -161,3 +161,23 @@ def test_router_sends_inline_to_block_and_explain_and_long_outputs_to_ar():
     assert RoutingRules(explain="block").choose("explain", GenerationParams(max_new_tokens=16)) == "block"
     with pytest.raises(ValueError):
         rules.choose("chat", GenerationParams())
+
+
+def test_interrupt_during_a_long_prefill_stops_between_chunks(tiny_model_dir):
+    eng = Engine.from_folder(tiny_model_dir, EngineOptions(use_prefix_cache=False, prefill_chunk=16))
+    ids = eng.tokenizer.encode("for i in range(10):\n    print(i, add(i, i))\n" * 8)
+    assert len(ids) > 64
+    checks = {"n": 0}
+
+    def interrupt():
+        checks["n"] += 1
+        return "cancelled" if checks["n"] > 2 else None
+
+    for mode in ("ar", "block"):
+        checks["n"] = 0
+        res = generate(
+            eng, ids, mode, GenerationParams(max_new_tokens=8, block_size=4), GenerationControl(interrupt=interrupt)
+        )
+        assert res.stop_reason == "cancelled"
+        assert res.token_ids == [] and res.forward_passes == 0
+        assert checks["n"] == 3  # two chunks ran, the third was refused

@@ -24,10 +24,30 @@ export const SERVER_KEYS: Record<string, string> = {
   contextTokens: 'contextTokens',
   'explain.maxTokens': 'explainMaxTokens',
   'explain.timeBudgetMs': 'explainTimeBudgetMs',
+  maxDocumentKb: 'maxDocumentKb',
+  'remote.url': 'remoteUrl',
+  'remote.model': 'remoteModel',
+  'remote.apiKeyEnv': 'remoteApiKeyEnv',
+  'remote.routes': 'remoteRoutes',
+  'remote.explainApi': 'remoteExplainApi',
+  'remote.explainTemplate': 'remoteExplainTemplate',
+  'remote.fimTemplate': 'remoteFimTemplate',
+  'remote.timeoutMs': 'remoteTimeoutMs',
 };
 
 /** Settings where empty or null means "the server's default" (the shipped model, the family's block settings...). */
-const NULLABLE = new Set(['model', 'explain.model', 'dtype', 'inlineMode', 'blockSize', 'threshold']);
+const NULLABLE = new Set([
+  'model',
+  'explain.model',
+  'dtype',
+  'inlineMode',
+  'blockSize',
+  'threshold',
+  'remote.url',
+  'remote.model',
+  'remote.apiKeyEnv',
+  'remote.fimTemplate',
+]);
 
 /** Settings whose change needs a new server process rather than a didChangeConfiguration. */
 export const RESTART_KEYS = ['languages', 'server.path', 'server.pythonPath', 'server.args'];

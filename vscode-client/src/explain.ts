@@ -71,6 +71,10 @@ export class ExplainController implements vscode.Disposable {
               workDoneToken: token,
             };
             const result = await client.sendRequest<ExplainResult | string | null>(EXPLAIN_METHOD, params, cts.token);
+            if (cts.token.isCancellationRequested) {
+              // The client answers a cancelled request with null (or throws, handled below).
+              throw new vscode.CancellationError();
+            }
             const text = typeof result === 'string' ? result : (result?.text ?? '');
             if (text && text !== streamed) {
               // The response is authoritative: show it whole if the stream missed or reordered anything.

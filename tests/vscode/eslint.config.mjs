@@ -17,7 +17,7 @@ export default [
   },
   {
     // Functions passed to page.evaluate run in the browser.
-    files: ['e2e.test.mjs'],
+    files: ['workbench.mjs'],
     languageOptions: { globals: { ...globals.browser } },
   },
 ];

@@ -2,6 +2,6 @@
 # Run the whole test suite: lint, then pytest (CPU only; Triton kernels under TRITON_INTERPRET=1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh dev
+bash scripts/setup.sh dev,onnx
 .venv/bin/ruff check .
 .venv/bin/python -m pytest -q "$@"

@@ -1,6 +1,7 @@
 """The remote client and the language server against llama-cpp-python's OpenAI-compatible server on
-127.0.0.1, serving our tiny model converted to GGUF. Skipped unless llama-cpp-python[server] and gguf are
-installed (benchmarks/llamacpp/install.sh; CI does not build llama.cpp)."""
+127.0.0.1, serving the shipped default model converted to GGUF (a trained model: its greedy text is valid
+UTF-8, which a random one's is not, so texts can be compared). Skipped unless llama-cpp-python[server] and
+gguf are installed (benchmarks/llamacpp/install.sh; CI does not build llama.cpp)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ pytest.importorskip("llama_cpp.server")
 import httpx
 
 from decoder.bench.gguf_export import export_gguf
+from decoder.defaults import default_model_dir
 from decoder.engine import EngineOptions
 from decoder.engines import open_family_engine
 from decoder.generation import GenerationParams
@@ -27,7 +29,6 @@ from decoder.remote import RemoteConfig, stream_completion
 from decoder.remote.client import completion_body
 from decoder.router import generate
 from tests.lsp.session import SAMPLE, Session, doc_uri
-from tests.tiny_models import write_tiny_qwen2
 
 
 def _free_port() -> int:
@@ -37,38 +38,46 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def model(tmp_path_factory):
-    folder = write_tiny_qwen2(tmp_path_factory.mktemp("tiny-llamacpp"), tie=True)
-    export_gguf(folder, folder / "model.gguf", "f32")
+def model():
+    folder = default_model_dir()
+    if not (folder / "config.json").is_file():
+        pytest.skip(f"no model in {folder}")
     return folder
 
 
 @pytest.fixture(scope="module")
-def server(model):
+def server(model, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("llamacpp")
+    export_gguf(model, tmp / "model.gguf", "f32")
     port = _free_port()
-    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(model / "model.gguf")]
+    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(tmp / "model.gguf")]
     cmd += ["--host", "127.0.0.1", "--port", str(port), "--n_threads", "1", "--n_ctx", "2048"]
     cmd += ["--model_alias", "tiny"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    url = f"http://127.0.0.1:{port}/v1"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if httpx.get(f"{url}/models", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"llama_cpp.server did not start: {proc.stderr.read()[-2000:]}")
-            time.sleep(0.3)
-        yield url
-    finally:
-        proc.terminate()
+    with open(tmp / "server.log", "w") as log:  # a file, not a pipe: llama.cpp logs a lot, a full pipe blocks it
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, text=True)
+        url = f"http://127.0.0.1:{port}/v1"
         try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+            _wait_ready(proc, url, tmp / "server.log")
+            yield url
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def _wait_ready(proc: subprocess.Popen, url: str, log_path) -> None:
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            if httpx.get(f"{url}/models", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"llama_cpp.server did not start: {log_path.read_text()[-2000:]}")
+        time.sleep(0.3)
 
 
 def _banned_bias(engine) -> dict[str, float]:
@@ -80,13 +89,15 @@ def _banned_bias(engine) -> dict[str, float]:
 def test_streamed_greedy_completion_matches_our_ar_decoder(server, model):
     engine = open_family_engine(model, EngineOptions(threads=1))
     tok = engine.tokenizer
-    prefix, suffix = "class Stack:\n    def push(self, item):\n        self.", "\n\nfor i in range(10):\n"
+    prefix = "class Stack:\n    def __init__(self):\n        self.items = []\n\n"
+    prefix += "    def push(self, item):\n        self."
+    suffix = "\n\n    def pop(self):\n        return self.items.pop()\n"
     ids = fim_prompt(tok, prefix, suffix, "spm", token_healing=False).ids
     text = tok.decode(ids)  # the prompt as text, special tokens spelled out: the server parses them
     eot = tok.special.end_of_text
-    ours = generate(engine, ids, "ar", GenerationParams(max_new_tokens=16, stop_token_ids=frozenset({eot})))
+    ours = generate(engine, ids, "ar", GenerationParams(max_new_tokens=24, stop_token_ids=frozenset({eot})))
     cfg = RemoteConfig(server, model="tiny")
-    body = completion_body(cfg, text, 16, extra={"repeat_penalty": 1.0, "logit_bias": _banned_bias(engine)})
+    body = completion_body(cfg, text, 24, extra={"repeat_penalty": 1.0, "logit_bias": _banned_bias(engine)})
     pieces: list[str] = []
     res = stream_completion(cfg, body, on_text=pieces.append)
     assert res.text == ours.text and len(pieces) >= 2

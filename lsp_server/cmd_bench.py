@@ -73,6 +73,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--lsp-positions", type=int, default=12, help="cursor positions in the sample file")
     g.add_argument("--lsp-repeats", type=int, default=2)
     g.add_argument("--lsp-file", type=Path, default=REPO_ROOT / "examples" / "inventory.py")
+    g.add_argument(
+        "--lsp-remote",
+        choices=("auto", "off"),
+        default="auto",
+        help="auto: with llama-cpp-python[server] installed, also measure both routes served by a local "
+        "llama.cpp server (the remote backend) on the converted model",
+    )
     g = parser.add_argument_group("output")
     g.add_argument("--json", type=Path, help="write the report here ('-': stdout)")
     g.add_argument("--plots", type=Path, help="write the PNGs into this folder")
@@ -163,6 +170,10 @@ def run_bench(args: argparse.Namespace, sections: list[str], opts) -> dict[str, 
         print_cache(out["cache"])
     if "lsp" in sections:
         out["lsp"] = run_lsp(args, folder)
+        if args.lsp_remote == "auto":
+            out["lsp_remote"] = run_lsp_remote(args, folder)
+            if "summary" in out["lsp_remote"]:
+                out["lsp"]["summary"] += out["lsp_remote"].pop("summary")
         if "summary" in out["lsp"]:
             print_lsp(out["lsp"]["summary"])
     out["seconds"] = round(time.perf_counter() - started, 1)
@@ -204,9 +215,16 @@ def _llamacpp(folder: Path, engine, args: argparse.Namespace, opts) -> tuple[dic
     return info, runners
 
 
-def run_lsp(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
+def run_lsp(
+    args: argparse.Namespace,
+    folder: Path,
+    settings: list[str] | None = None,
+    compare_ar: bool = True,
+    label: str | None = None,
+) -> dict[str, Any]:
     """benchmarks/lsp_latency.py's measurement: cold / warm / typed-ahead at cursor positions, idle, while
-    an explain runs, and with the AR decoder, through a real server process."""
+    an explain runs, and with the AR decoder, through a real server process. `settings`: extra server
+    settings (KEY=VALUE); `label` replaces "block" in the series names."""
     script = REPO_ROOT / "benchmarks" / "lsp_latency.py"
     if not script.is_file():
         return {"skipped": f"{script} is not here (the LSP section needs a source checkout)"}
@@ -220,17 +238,50 @@ def run_lsp(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
         positions=args.lsp_positions,
         repeats=args.lsp_repeats,
         time_budget_ms=2000,
-        setting=[],
+        setting=settings or [],
         with_explain=True,
-        compare_ar=True,
+        compare_ar=compare_ar,
         json=None,
         verbose=False,
     )
     result = asyncio.run(module.run(ns))
     result.pop("records", None)
+    if label is not None:
+        for row in result["summary"]:
+            row["series"] = row["series"].replace("block", label)
     result["note"] = (
         "client-side latency (request sent -> response read) over stdio; p99 of n samples is their "
         "interpolated 99th percentile (close to the maximum for small n)"
+    )
+    return result
+
+
+def run_lsp_remote(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
+    """The same measurement with inline completion on a llama.cpp server on 127.0.0.1 (the remote backend),
+    serving the model converted to GGUF (f16), FIM prompt in the model's own SPM format. Explain stays on
+    the embedded engine (lsp_latency waits for a loaded local model, which remoteRoutes=both never loads)."""
+    from decoder.bench import llamacpp
+    from decoder.bench.gguf_export import GGUFExportError, export_gguf
+
+    if not llamacpp.server_available():
+        return {"skipped": "llama-cpp-python[server] is not installed: no remote series"}
+    tmp = Path(tempfile.mkdtemp(prefix="parafill-gguf-"))
+    try:
+        gguf = Path(export_gguf(folder, tmp / "model-f16.gguf", "f16")["path"])
+    except GGUFExportError as exc:
+        return {"skipped": f"cannot convert the model to GGUF: {exc}"}
+    with llamacpp.serve(gguf, threads=1, log=tmp / "server.log") as url:
+        settings = [
+            f"remoteUrl={url}",
+            "remoteRoutes=inline",
+            "remoteFimTemplate=<|fim_suffix|>{suffix}<|fim_prefix|>{prefix}<|fim_middle|>",
+        ]
+        result = run_lsp(args, folder, settings, compare_ar=False, label="remote llama.cpp")
+    result["server"] = f"python -m llama_cpp.server --model {gguf.name} --n_threads 1 (127.0.0.1)"
+    result["note"] = (
+        "inline completion served by llama.cpp over HTTP (SSE), explain by the embedded engine (AR) on the same "
+        "CPU. parafill/clearCache clears only parafill's own cache: 'cold' here still has llama.cpp's own reuse "
+        "of its previous prompt"
     )
     return result
 
@@ -303,4 +354,4 @@ def print_cache(cache: dict[str, Any]) -> None:
 def print_lsp(summary: list[dict[str, Any]]) -> None:
     print("\ninline completion through the LSP path (client side)")
     for r in summary:
-        print(f"{r['series']:<14}{r['kind']:<13}n {r['n']:>3}  p50 {r['p50_ms']:>8.1f} ms  p99 {r['p99_ms']:>8.1f} ms")
+        print(f"{r['series']:<26}{r['kind']:<13}n {r['n']:>3}  p50 {r['p50_ms']:>8.1f} ms  p99 {r['p99_ms']:>8.1f} ms")

@@ -15,6 +15,7 @@ import contextlib
 import importlib.util
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,51 @@ from decoder.router import generate
 
 def available() -> bool:
     return importlib.util.find_spec("llama_cpp") is not None
+
+
+def server_available() -> bool:
+    """llama-cpp-python with its OpenAI-compatible server (the [server] extra: fastapi, uvicorn, ...)."""
+    if not available():
+        return False
+    return all(importlib.util.find_spec(m) is not None for m in ("fastapi", "uvicorn", "sse_starlette"))
+
+
+@contextlib.contextmanager
+def serve(path: str | Path, threads: int = 1, log: str | Path | None = None, n_ctx: int = 4096) -> Iterator[str]:
+    """Run `python -m llama_cpp.server` on 127.0.0.1 (a free port) for the duration; yields its API base URL."""
+    import socket
+    import subprocess
+    import sys
+
+    import httpx
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(path), "--host", "127.0.0.1"]
+    # n_threads_batch too: its default (all cores) made prompt processing 10-100x slower on a busy 2-core machine
+    cmd += ["--port", str(port), "--n_threads", str(threads), "--n_threads_batch", str(threads)]
+    cmd += ["--n_ctx", str(n_ctx)]
+    url = f"http://127.0.0.1:{port}/v1"
+    with open(log or os.devnull, "w") as out:  # a file, never a pipe: a full pipe would block the server
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + 120
+            while True:
+                with contextlib.suppress(httpx.HTTPError):
+                    if httpx.get(f"{url}/models", timeout=2).status_code == 200:
+                        break
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"llama_cpp.server did not start (log: {log})")
+                time.sleep(0.3)
+            yield url
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
 
 
 def version() -> str | None:

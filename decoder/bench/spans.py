@@ -61,8 +61,8 @@ class _PrefillClock:
         self._engine = engine
         self.prefill_done: float | None = None
 
-    def start(self, prompt_ids: list[int], reserve: int):
-        seq = self._engine.start(prompt_ids, reserve)
+    def start(self, *args: Any, **kwargs: Any) -> Any:
+        seq = self._engine.start(*args, **kwargs)
         self.prefill_done = time.perf_counter()
         return seq
 

@@ -51,7 +51,8 @@ def server(model, tmp_path_factory):
     export_gguf(model, tmp / "model.gguf", "f32")
     port = _free_port()
     cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(tmp / "model.gguf")]
-    cmd += ["--host", "127.0.0.1", "--port", str(port), "--n_threads", "1", "--n_ctx", "2048"]
+    cmd += ["--host", "127.0.0.1", "--port", str(port), "--n_threads", "1", "--n_threads_batch", "1"]
+    cmd += ["--n_ctx", "2048"]
     cmd += ["--model_alias", "tiny"]
     with open(tmp / "server.log", "w") as log:  # a file, not a pipe: llama.cpp logs a lot, a full pipe blocks it
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, text=True)

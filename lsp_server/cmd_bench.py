@@ -84,6 +84,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--json", type=Path, help="write the report here ('-': stdout)")
     g.add_argument("--plots", type=Path, help="write the PNGs into this folder")
     g.add_argument("--quick", action="store_true", help="a small run of every section (smoke test)")
+    g.add_argument("--replot", type=Path, help="only redraw the PNGs of this report into --plots")
     g.add_argument("--no-progress", action="store_true")
     g.add_argument("--seed", type=int, default=0)
 
@@ -91,6 +92,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from decoder.bench.report import SECTIONS, BenchOptions
 
+    if args.replot is not None:
+        if args.plots is None:
+            raise UserError("--replot needs --plots DIR")
+        for path in write_plots(json.loads(args.replot.read_text()), args.plots):
+            _say(f"wrote {path}")
+        return 0
     if args.quick:
         for key, value in QUICK.items():
             if getattr(args, key) == _default(key):

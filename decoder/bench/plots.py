@@ -3,6 +3,7 @@ tokens per forward vs threshold, prefix cache cold vs warm, LSP p50/p99."""
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -101,7 +102,7 @@ def plot_cache(cache: dict[str, Any], path: str | Path, title: str = "") -> None
         ax.set_xlabel("prompt tokens")
         ax.set_ylabel("request latency, ms (median)")
         ax.set_yscale("log")
-        ax.set_title(entry.get("label", name), fontsize=9)
+        ax.set_title("\n".join(textwrap.wrap(entry.get("label", name), 60)), fontsize=9)
         ax.legend(fontsize=8)
         ax.grid(alpha=0.3, axis="y")
     fig.suptitle(title or f"prefix cache: {entries[0][1]['span']}-token inline span")
@@ -113,8 +114,14 @@ def plot_cache(cache: dict[str, Any], path: str | Path, title: str = "") -> None
 def plot_lsp(summary: list[dict[str, Any]], path: str | Path, title: str = "") -> None:
     """p50 and p99 of inline latency through the LSP path per series (idle, during explain, AR) and kind."""
     plt = _pyplot()
-    rows = [r for r in summary if r["n"]]
-    labels = [f"{r['series']}\n{r['kind']}" for r in rows]
+    kinds = ["cold", "warm", "typed-ahead"]
+    series = list(dict.fromkeys(r["series"] for r in summary))
+    rows = sorted(
+        (r for r in summary if r["n"]),
+        key=lambda r: (series.index(r["series"]), kinds.index(r["kind"]) if r["kind"] in kinds else 9),
+    )
+    wrapped = ["\n".join(textwrap.wrap(r["series"], 14, break_long_words=False)) for r in rows]
+    labels = [f"{w}\n{r['kind']} (n={r['n']})" for w, r in zip(wrapped, rows, strict=True)]
     xs = range(len(rows))
     fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(rows)), 4.5))
     ax.bar([x - 0.2 for x in xs], [r["p50_ms"] for r in rows], 0.4, label="p50")

@@ -204,4 +204,8 @@ def run_cache(engine: Engine, opts: BenchOptions) -> dict[str, Any]:
         out["random_weights"]["label"] = (
             f"RANDOM WEIGHTS, the model's shape, max_position_embeddings {opts.random_positions} (timing only)"
         )
+        out["random_weights"]["note"] = (
+            "read the prefill columns: random weights commit several tokens per block-diffusion step, so their "
+            "decode time is not the trained model's"
+        )
     return out

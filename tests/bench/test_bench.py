@@ -93,6 +93,9 @@ def test_cli_quick_run_writes_report_and_plots(tiny_model_dir, tmp_path):
     assert "latency vs span" in proc.stdout and "exponent" in proc.stdout
     for name in ("span_latency.png", "threshold.png", "prefix_cache.png"):
         assert (tmp_path / "png" / name).stat().st_size > 1000
+    replot = [sys.executable, "-m", "lsp_server.cli", "bench", "--replot", str(out), "--plots", str(tmp_path / "again")]
+    assert subprocess.run(replot, cwd=REPO, capture_output=True, timeout=120).returncode == 0
+    assert (tmp_path / "again" / "span_latency.png").is_file()
 
 
 def test_cli_rejects_unknown_sections(tiny_model_dir):

@@ -84,11 +84,11 @@ class CompletionService:
         settings = self._settings
         self._count("inline_requests")
         geo = surroundings(req)
+        if not settings.enable:  # before typed-ahead reuse: a disabled server suggests nothing at all
+            return self._finish_inline(answer_for(geo, None, "none", "disabled"))
         if req.selected is None and (cand := self.states.typed_ahead(req.uri, req.document.text, req.cursor)):
             self._count("inline_typed_ahead")
             return self._finish_inline(answer_for(geo, cand, "typed_ahead", "typed_ahead"))
-        if not settings.enable:
-            return self._finish_inline(answer_for(geo, None, "none", "disabled"))
         if serves(settings, "inline"):
             self._count("inline_remote")
             with self._active():

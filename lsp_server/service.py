@@ -166,6 +166,15 @@ class CompletionService:
         record["time"] = time.time()
         with self._lock:
             self._last["inline"] = record
+        log.debug(
+            "inline: %s via %s (%s), %d passes, %.0f ms, raw %r",
+            "no suggestion" if answer.text is None else repr(answer.text[:60]),
+            answer.route,
+            answer.stop_reason,
+            answer.forward_passes,
+            answer.latency_ms,
+            answer.raw_text[:60],
+        )
         return answer
 
     def _count(self, name: str, n: int = 1) -> None:

@@ -77,10 +77,11 @@ export class CodeServer {
     this.writeSettings();
   }
 
-  /** Rewrite the user settings (VS Code picks the change up while running); `extra` on top of the start ones. */
-  writeSettings(extra = {}) {
+  /** Write the user settings VS Code starts with. A running code-server does not notice a rewrite of this file:
+   * tests change settings through the Settings editor (Workbench.setSettings). */
+  writeSettings() {
     const file = path.join(this.userDataDir, 'User', 'settings.json');
-    fs.writeFileSync(file, JSON.stringify(profileSettings({ ...this.settings, ...extra }), null, 2));
+    fs.writeFileSync(file, JSON.stringify(profileSettings(this.settings), null, 2));
   }
 
   readSettings() {

@@ -33,7 +33,14 @@ const randomModels = new Map();
 // "small" (~10M parameters, like the shipped model) is slow enough on CPU to watch an explanation stream.
 const RANDOM_MODEL_OVERRIDES = {
   tiny: {},
-  small: { hidden_size: 384, intermediate_size: 1024, num_hidden_layers: 6, num_attention_heads: 6, num_key_value_heads: 2 },
+  small: {
+    hidden_size: 384,
+    intermediate_size: 1024,
+    num_hidden_layers: 6,
+    num_attention_heads: 6,
+    num_key_value_heads: 2,
+    max_position_embeddings: 4096,
+  },
 };
 
 /** A random Qwen2 checkpoint written by tests/tiny_models.py into a temp folder, once per process and size. */

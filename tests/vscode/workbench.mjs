@@ -214,6 +214,25 @@ export class Workbench {
     return this.page.evaluate(() => performance.now() - (window.__parafillOutput.at(-1)?.t ?? 0));
   }
 
+  /**
+   * Set text or number settings through the Settings editor (Ctrl+,), as a user would: for each [id, value],
+   * search for the id, then type the value into that setting's input. Leaves the Settings editor open.
+   */
+  async setSettings(entries) {
+    await this.press('Escape', `${CTRL}+Comma`);
+    await this.page.waitForSelector('.settings-editor', { timeout: 20_000 });
+    for (const [id, value] of entries) {
+      await this.page.locator('.settings-editor .settings-header .suggest-input-container').click();
+      await this.press(`${CTRL}+A`);
+      await this.keyboard.type(id);
+      const input = this.page.locator(`.settings-editor .settings-tree-container [data-key="${id}"] input`).first();
+      await input.click({ timeout: 20_000 });
+      await this.press(`${CTRL}+A`);
+      await this.keyboard.type(String(value));
+      await this.press('Tab');
+    }
+  }
+
   notification(text) {
     return this.page.locator('.notification-list-item', { hasText: text });
   }

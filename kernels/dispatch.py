@@ -11,14 +11,17 @@ from __future__ import annotations
 import functools
 import importlib
 import os
+from collections.abc import Callable
 from types import ModuleType
-
-from torch import Tensor
+from typing import ParamSpec, TypeVar
 
 from kernels import reference
 
 _ENV = "PARAFILL_DENOISE"
 _BACKENDS = ("triton", "reference")
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 @functools.cache
@@ -64,39 +67,26 @@ def _triton_module(device_type: str) -> ModuleType:
     return module
 
 
-def denoise_step(
-    logits: Tensor,
-    masked: Tensor,
-    threshold: float,
-    block_size: int | None = None,
-    fallback: Tensor | None = None,
-    temperature: float = 0.0,
-    seed: int | None = None,
-) -> tuple[Tensor, Tensor, Tensor]:
-    """(token ids [N], confidence [N], commit mask [N]); see kernels/reference.py for the semantics."""
-    device_type = logits.device.type
-    if denoise_backend_name(device_type) == "triton":
-        return _triton_module(device_type).denoise_step(
-            logits, masked, threshold, block_size, fallback, temperature, seed
-        )
-    return reference.denoise_step(logits, masked, threshold, block_size, fallback, temperature, seed)
+def _dispatched(reference_step: Callable[P, R]) -> Callable[P, R]:
+    """`reference_step` (same signature, by construction) on the backend chosen for its first argument's
+    device: kernels.triton_denoise's function of the same name, or the reference itself. One helper, so
+    that the signatures live only in kernels/reference.py and the choice is made in one place."""
+    name = reference_step.__name__
+    first = reference_step.__code__.co_varnames[0]  # logits / hidden: it decides the device
+
+    @functools.wraps(reference_step)
+    def step(*args: P.args, **kwargs: P.kwargs) -> R:
+        device_type = (args[0] if args else kwargs[first]).device.type  # type: ignore[attr-defined]
+        if denoise_backend_name(device_type) == "triton":
+            return getattr(_triton_module(device_type), name)(*args, **kwargs)
+        return reference_step(*args, **kwargs)
+
+    step.__module__ = __name__  # wraps copied kernels.reference; this is the dispatching function
+    return step
 
 
-def lm_head_denoise_step(
-    hidden: Tensor,
-    weight: Tensor,
-    masked: Tensor,
-    threshold: float,
-    block_size: int | None = None,
-    fallback: Tensor | None = None,
-    temperature: float = 0.0,
-    seed: int | None = None,
-) -> tuple[Tensor, Tensor, Tensor]:
-    """The same step from hidden states [N, D] and the LM-head weight [V, D], without the [N, V] logits
-    in memory on the Triton path."""
-    device_type = hidden.device.type
-    if denoise_backend_name(device_type) == "triton":
-        return _triton_module(device_type).lm_head_denoise_step(
-            hidden, weight, masked, threshold, block_size, fallback, temperature, seed
-        )
-    return reference.lm_head_denoise_step(hidden, weight, masked, threshold, block_size, fallback, temperature, seed)
+# (token ids [N], confidence [N], commit mask [N]); see kernels/reference.py for the semantics.
+denoise_step = _dispatched(reference.denoise_step)
+# The same step from hidden states [N, D] and the LM-head weight [V, D], without the [N, V] logits in
+# memory on the Triton path.
+lm_head_denoise_step = _dispatched(reference.lm_head_denoise_step)

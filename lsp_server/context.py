@@ -90,15 +90,47 @@ class Shape:
 
 
 def completion_shape(line_prefix: str, line_suffix: str) -> Shape:
-    """Single line when word characters follow the cursor on its line; else a block, scoped by indentation.
+    """The rest of the line, or a block scoped by indentation.
 
-    After a line that opens a block (ends with ':'), the block is the deeper-indented body, so the
-    completion stops at the first later line back at this line's indentation.
+    A block where one is being started: on a blank or indentation-only line, after a line that opens a block
+    (ends with ':'; the block is then the deeper-indented body, so the completion stops at the first later line
+    back at this line's indentation), or inside brackets the line leaves open (arguments, items). Anywhere else
+    (word characters after the cursor, or mid-statement) the rest of this line only: a longer guess there is
+    mostly noise, and stopping at the newline keeps it fast.
     """
     line = line_prefix + line_suffix
     indent = len(line) - len(line.lstrip(" \t"))
-    if line_prefix.strip() and line_prefix.rstrip().endswith(":"):
+    code = line_prefix.strip()
+    if code.endswith(":"):
         indent += 1
-    elif not line_prefix.strip():
+    elif not code:
         indent = len(line_prefix)  # on a blank or indentation-only line the cursor column is the block
-    return Shape(multiline=_WORD.search(line_suffix) is None, indent=indent)
+    starts_block = not code or code.endswith(":") or open_brackets(line_prefix) > 0
+    return Shape(multiline=starts_block and _WORD.search(line_suffix) is None, indent=indent)
+
+
+def open_brackets(line: str) -> int:
+    """How many brackets one line of Python leaves open (string literals and a comment skipped; a string
+    still open at the end of the line counts as nothing)."""
+    depth = 0
+    quote = ""
+    i = 0
+    while i < len(line):
+        ch = line[i]
+        if quote:
+            if ch == "\\":
+                i += 1  # the escaped character
+            elif line.startswith(quote, i):
+                i += len(quote) - 1
+                quote = ""
+        elif ch == "#":
+            break
+        elif ch in "'\"":
+            quote = ch * 3 if line.startswith(ch * 3, i) else ch
+            i += len(quote) - 1
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth = max(0, depth - 1)
+        i += 1
+    return depth

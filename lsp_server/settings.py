@@ -23,7 +23,7 @@ class Settings:
     backend: str = "torch"  # or "onnx" (see decoder/onnx_backend)
     cache_mb: int = 256  # prefix-cache budget
     # inline completion
-    max_tokens_line: int = 32  # span limit when word characters follow the cursor
+    max_tokens_line: int = 32  # span limit for the rest of a line (lsp_server.context.completion_shape)
     max_tokens_block: int = 64  # span limit for a multi-line completion
     max_lines: int = 16  # multi-line completions stop after this many lines
     inline_mode: str | None = None  # "block" or "ar" (to compare); None: the model family's route

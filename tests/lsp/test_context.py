@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from lsp_server.context import ContextBudget, build_window, completion_shape
+import pytest
+
+from lsp_server.context import ContextBudget, build_window, completion_shape, open_brackets
 from lsp_server.documents import Document
 
 TEXT = "".join(f"line_{i} = {i}\n" for i in range(200))
@@ -55,3 +57,40 @@ def test_completion_shape():
     assert completion_shape("    def f(self):", "").indent == 5
     assert completion_shape("        ", "").indent == 8
     assert completion_shape("    return ", "").indent == 4
+
+
+@pytest.mark.parametrize(
+    ("line_prefix", "line_suffix", "multiline"),
+    [
+        ("", "", True),  # an empty line: a block
+        ("        ", "", True),
+        ("    def f(self):", "", True),  # the body
+        ("numbers = [", "", True),  # items over several lines
+        ("x = f(a, g(", "", True),
+        ("value = stack.", "", False),  # mid-statement: the rest of this line
+        ("    return ", "", False),
+        ("x = f(a)", "", False),
+        ("s = '(' + t", "", False),  # a bracket inside a string opens nothing
+        ("x = 1  # see (", "", False),  # nor one in a comment
+        ("x = f(", "value)", False),  # word characters after the cursor: always the rest of the line
+    ],
+)
+def test_a_block_only_where_one_starts(line_prefix, line_suffix, multiline):
+    assert completion_shape(line_prefix, line_suffix).multiline is multiline
+
+
+@pytest.mark.parametrize(
+    ("line", "depth"),
+    [
+        ("f(", 1),
+        ("f(a)[", 1),
+        ("{[(", 3),
+        (")", 0),
+        (r's = "(\"(" + (', 1),  # an escaped quote does not end the string
+        ("s = '''(", 0),  # an open triple-quoted string
+        ("f('#', (", 2),
+        ("x # (", 0),
+    ],
+)
+def test_open_brackets(line, depth):
+    assert open_brackets(line) == depth

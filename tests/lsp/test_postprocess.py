@@ -39,7 +39,7 @@ def ctx_for(document: str, max_lines: int = 16) -> RuleContext:
     )
 
 
-# -- limit_scope: single line when word characters follow the cursor, else the current block ----------
+# -- limit_scope: the rest of the line, or the block being started (lsp_server.context.completion_shape) -----
 
 
 @pytest.mark.parametrize(
@@ -57,8 +57,10 @@ def ctx_for(document: str, max_lines: int = 16) -> RuleContext:
             "x = 1\n        return x\n    def g(self):",
             "x = 1\n        return x",
         ),
+        # mid-statement: the rest of this line
+        ("v = |", "1\nw = 2", "1"),
         # CRLF from the model is normalised before scoping
-        ("v = |", "1\r\nw = 2", "1\nw = 2"),
+        ("|", "v = 1\r\nw = 2", "v = 1\nw = 2"),
     ],
 )
 def test_limit_scope(document, raw, expected):

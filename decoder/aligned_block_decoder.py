@@ -21,7 +21,7 @@ import torch
 
 import kernels
 from decoder.block_causal_engine import BlockCausalEngine, BlockSequence
-from decoder.block_decoder import NoMaskTokenError, _Output, fit_allowed
+from decoder.block_decoder import NoMaskTokenError, _Output, denoise_rows, fit_allowed, step_seed
 from decoder.engine import PrefillInterrupted
 from decoder.generation import GenerationControl, GenerationParams, GenerationResult
 
@@ -65,18 +65,7 @@ def decode_aligned_blocks(
         seq.open_tokens = []
         block, first = [engine.mask_token_id] * size, 0
     engine.finish(seq)
-    return GenerationResult(
-        mode="block",
-        token_ids=out.token_ids,
-        text=engine.tokenizer.decode(out.token_ids),
-        commit_steps=out.commit_steps,
-        forward_passes=seq.forward_passes,
-        prompt_tokens=seq.prompt_tokens,
-        cached_prompt_tokens=seq.cached_prompt_tokens,
-        latency_ms=(time.perf_counter() - started) * 1000,
-        stop_reason=out.stop_reason or "length",
-        steps_per_block=steps_per_block,
-    )
+    return out.result(engine, seq, started, steps_per_block)
 
 
 def _decode_block(
@@ -105,7 +94,7 @@ def _decode_block(
         if heal is not None:
             row = row.masked_fill(~fit_allowed(heal, row), float("-inf"))
             heal = None
-        seed = None if params.seed is None else params.seed + seq.forward_passes
+        seed = step_seed(params, seq.forward_passes)
         token, _, _ = kernels.denoise_step(
             row, torch.ones(1, dtype=torch.bool, device=row.device), 0.0, 1, None, params.temperature, seed
         )
@@ -129,11 +118,7 @@ def _decode_block(
             banned[first - lo] = ~fit_allowed(heal, rows)
             rows = rows.masked_fill(banned, float("-inf"))
         active = masked[lo:hi].to(rows.device)
-        fallback = active & (active.cumsum(0) <= params.fallback_window)
-        seed = None if params.seed is None else params.seed + seq.forward_passes
-        tokens, _, commit = kernels.denoise_step(
-            rows, active, params.threshold, hi - lo, fallback, params.temperature, seed
-        )
+        tokens, commit = denoise_rows(rows, active, params, seq.forward_passes)
         for i in commit.nonzero().flatten().tolist():
             block[lo + i], commit_step[lo + i], masked[lo + i] = int(tokens[i]), seq.forward_passes, False
         if heal is not None and not bool(masked[first]):

@@ -47,6 +47,21 @@ class _Output:
             self.stop_reason = "stop_rule"
         return self.stop_reason is not None
 
+    def result(self, engine: Engine, seq: Sequence, started: float, steps_per_block: list[int]) -> GenerationResult:
+        """The block decoders' answer once generation has ended (`started`: its time.perf_counter())."""
+        return GenerationResult(
+            mode="block",
+            token_ids=self.token_ids,
+            text=engine.tokenizer.decode(self.token_ids),
+            commit_steps=self.commit_steps,
+            forward_passes=seq.forward_passes,
+            prompt_tokens=seq.prompt_tokens,
+            cached_prompt_tokens=seq.cached_prompt_tokens,
+            latency_ms=(time.perf_counter() - started) * 1000,
+            stop_reason=self.stop_reason or "length",
+            steps_per_block=steps_per_block,
+        )
+
 
 def decode_block(
     engine: Engine, prompt_ids: list[int], params: GenerationParams, control: GenerationControl | None = None
@@ -76,18 +91,7 @@ def decode_block(
         steps_per_block.append(steps)
         pending = block
     engine.finish(seq)
-    return GenerationResult(
-        mode="block",
-        token_ids=out.token_ids,
-        text=engine.tokenizer.decode(out.token_ids),
-        commit_steps=out.commit_steps,
-        forward_passes=seq.forward_passes,
-        prompt_tokens=seq.prompt_tokens,
-        cached_prompt_tokens=seq.cached_prompt_tokens,
-        latency_ms=(time.perf_counter() - started) * 1000,
-        stop_reason=out.stop_reason or "length",
-        steps_per_block=steps_per_block,
-    )
+    return out.result(engine, seq, started, steps_per_block)
 
 
 def _decode_one_block(
@@ -127,13 +131,7 @@ def _decode_one_block(
             rows = torch.cat((first_row, first_row.expand(size - 1, -1)), dim=0)  # unused rows: all committed
         steps += 1
         on_device = _current_sub_block(masked, params.sub_block_size).to(rows.device)
-        # Fallback candidates: the leftmost few candidates, so that a lone fallback commit never
-        # lands on a far token (a closing bracket, a newline) that the stop rules then throw away.
-        fallback = on_device & (on_device.cumsum(0) <= params.fallback_window)
-        seed = None if params.seed is None else params.seed + seq.forward_passes
-        tokens, _, commit = kernels.denoise_step(
-            rows, on_device, params.threshold, size, fallback, params.temperature, seed
-        )
+        tokens, commit = denoise_rows(rows, on_device, params, seq.forward_passes)
         for i in commit.nonzero().flatten().tolist():
             block[i] = int(tokens[i])
             commit_step[i] = seq.forward_passes
@@ -144,6 +142,25 @@ def _decode_one_block(
         if final > start and out.extend(block[start:final], commit_step[start:final]):
             break
     return block, steps
+
+
+def step_seed(params: GenerationParams, forward_passes: int) -> int | None:
+    """The sampling seed of one step: the request's seed moved on by the passes so far (fresh noise per step)."""
+    return None if params.seed is None else params.seed + forward_passes
+
+
+def denoise_rows(
+    rows: torch.Tensor, active: torch.Tensor, params: GenerationParams, forward_passes: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(tokens, commit mask) for the rows of one block, `active` the positions that may commit now."""
+    # Fallback candidates: the leftmost few candidates, so that a lone fallback commit never
+    # lands on a far token (a closing bracket, a newline) that the stop rules then throw away.
+    fallback = active & (active.cumsum(0) <= params.fallback_window)
+    seed = step_seed(params, forward_passes)
+    tokens, _, commit = kernels.denoise_step(
+        rows, active, params.threshold, rows.shape[0], fallback, params.temperature, seed
+    )
+    return tokens, commit
 
 
 def _current_sub_block(masked: torch.Tensor, sub_block_size: int | None) -> torch.Tensor:

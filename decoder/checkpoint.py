@@ -35,14 +35,20 @@ def weight_files(folder: Path) -> list[Path]:
     return files
 
 
-def load_model(folder: str | Path, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32) -> CausalLM:
-    folder = Path(folder)
+def read_config(folder: Path) -> ModelConfig:
+    """config.json of a model folder; a missing folder or a bad config is a CheckpointError (one error type
+    for callers that open checkpoints)."""
     if not folder.is_dir():
         raise CheckpointError(f"model folder {folder} does not exist")
     try:
-        cfg = ModelConfig.from_folder(folder)
+        return ModelConfig.from_folder(folder)
     except ModelConfigError as exc:
         raise CheckpointError(str(exc)) from exc
+
+
+def load_model(folder: str | Path, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32) -> CausalLM:
+    folder = Path(folder)
+    cfg = read_config(folder)
     state: dict[str, torch.Tensor] = {}
     for path in weight_files(folder):
         try:

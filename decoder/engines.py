@@ -17,8 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from decoder.block_causal_engine import BlockCausalEngine
-from decoder.checkpoint import CheckpointError
-from decoder.config import ModelConfig, ModelConfigError
+from decoder.checkpoint import read_config
 from decoder.engine import Engine, EngineOptions
 from decoder.families import Family, family_of
 from decoder.generation import GenerationControl, GenerationParams, GenerationResult
@@ -31,12 +30,7 @@ ROUTES = ("inline", "explain")
 def open_family_engine(folder: str | Path, options: EngineOptions | None = None) -> Engine:
     """The engine for the checkpoint in `folder`, laid out as its family was trained."""
     folder = Path(folder)
-    if not folder.is_dir():
-        raise CheckpointError(f"model folder {folder} does not exist")
-    try:
-        cfg = ModelConfig.from_folder(folder)
-    except ModelConfigError as exc:
-        raise CheckpointError(str(exc)) from exc
+    cfg = read_config(folder)
     family = family_of(cfg)
     engine_class = BlockCausalEngine if family.kv_layout == "block_causal" else Engine
     engine = engine_class.from_folder(folder, options)

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from lsp_server.answers import numbers_from, numbers_json
 from lsp_server.settings import Settings
 
 if TYPE_CHECKING:
@@ -37,13 +38,7 @@ class ExplainAnswer:
     def to_json(self) -> dict[str, Any]:
         return {
             "text": self.text,
-            "route": self.route,
-            "stop_reason": self.stop_reason,
-            "forward_passes": self.forward_passes,
-            "latency_ms": round(self.latency_ms, 3),
-            "prompt_tokens": self.prompt_tokens,
-            "cached_prompt_tokens": self.cached_prompt_tokens,
-            "tokens": self.tokens,
+            **numbers_json(self),
             "truncated_input": self.truncated_input,
         }
 
@@ -102,11 +97,7 @@ def run_explain(
         text=result.text,
         route=mode,
         stop_reason=result.stop_reason,
-        forward_passes=result.forward_passes,
-        latency_ms=result.latency_ms,
-        prompt_tokens=result.prompt_tokens,
-        cached_prompt_tokens=result.cached_prompt_tokens,
-        tokens=len(result.token_ids),
+        **numbers_from(result),
         truncated_input=truncated or cut,
     )
 

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from lsp_server.answers import numbers_from, numbers_json
 from lsp_server.context import ContextBudget, Shape, Window, build_window, completion_shape
 from lsp_server.documents import Document
 from lsp_server.postprocess import Candidate, RuleContext, postprocess
@@ -16,6 +17,7 @@ from lsp_server.settings import Settings
 if TYPE_CHECKING:
     from decoder.engine import Engine
     from decoder.engines import ModelRoutes
+    from decoder.infill import TextStopRule
 
 log = logging.getLogger("parafill.inline")
 
@@ -83,13 +85,7 @@ class InlineAnswer:
     def to_json(self) -> dict[str, Any]:
         return {
             "text": self.text or "",
-            "route": self.route,
-            "stop_reason": self.stop_reason,
-            "forward_passes": self.forward_passes,
-            "latency_ms": round(self.latency_ms, 3),
-            "prompt_tokens": self.prompt_tokens,
-            "cached_prompt_tokens": self.cached_prompt_tokens,
-            "tokens": self.tokens,
+            **numbers_json(self),
             "commit_steps": self.commit_steps,
             "raw_text": self.raw_text,
             "range": [self.start, self.end],
@@ -128,6 +124,29 @@ def fit_window(
     return window, prefix, suffix
 
 
+def stop_rule_for(shape: Shape, settings: Settings) -> TextStopRule:
+    """The decoder-side stop rule (no forward pass past it): end of line, or end of the indented block."""
+    from decoder.infill import stop_at_block_end, stop_at_line_end
+
+    return stop_at_block_end(shape.indent, settings.max_lines) if shape.multiline else stop_at_line_end
+
+
+def candidate_for(
+    doc: Document, geo: Surroundings, settings: Settings, prefix: str, window: Window, text: str
+) -> Candidate | None:
+    """The rule chain on a model's text, whichever backend wrote it (local engine or remote server)."""
+    ctx = RuleContext(
+        prefix=prefix,
+        line_prefix=geo.line_prefix,
+        line_suffix=geo.line_suffix,
+        next_lines=doc.text[geo.next_line : window.end],
+        multiline=geo.shape.multiline,
+        indent=geo.shape.indent,
+        max_lines=settings.max_lines,
+    )
+    return postprocess(ctx, text)
+
+
 def run_inline(
     routes: ModelRoutes,
     req: InlineRequest,
@@ -136,7 +155,7 @@ def run_inline(
     interrupt: Callable[[], str | None] | None = None,
 ) -> tuple[InlineAnswer, Candidate | None]:
     from decoder.generation import GenerationControl
-    from decoder.infill import infill, stop_at_block_end, stop_at_line_end
+    from decoder.infill import infill
 
     doc, shape, engine = req.document, geo.shape, routes.inline
     params = routes.params_for(  # the family's block settings unless the user set them
@@ -151,32 +170,19 @@ def run_inline(
     reserve = params.max_new_tokens + params.block_size + 4
     max_tokens = min(settings.context_tokens, engine.model.config.max_position_embeddings - reserve)
     window, prefix, suffix = fit_window(engine, doc, geo, budget_from(settings), max_tokens)
-    stop_rule = stop_at_block_end(shape.indent, settings.max_lines) if shape.multiline else stop_at_line_end
+    stop_rule = stop_rule_for(shape, settings)
     control = GenerationControl(interrupt=interrupt, deadline=time.monotonic() + settings.time_budget_ms / 1000)
     result = infill(
         engine, prefix, suffix, mode, params, stop_rule=stop_rule, control=control, order=routes.fim_order()
     )
-    ctx = RuleContext(
-        prefix=prefix,
-        line_prefix=geo.line_prefix,
-        line_suffix=geo.line_suffix,
-        next_lines=doc.text[geo.next_line : window.end],
-        multiline=shape.multiline,
-        indent=shape.indent,
-        max_lines=settings.max_lines,
-    )
-    candidate = postprocess(ctx, result.text)
+    candidate = candidate_for(doc, geo, settings, prefix, window, result.text)
     gen = result.generation
     answer = answer_for(
         geo,
         candidate,
         mode,
         gen.stop_reason,
-        forward_passes=gen.forward_passes,
-        latency_ms=gen.latency_ms,
-        prompt_tokens=gen.prompt_tokens,
-        cached_prompt_tokens=gen.cached_prompt_tokens,
-        tokens=len(gen.token_ids),
+        **numbers_from(gen),
         commit_steps=list(gen.commit_steps),
         raw_text=result.text,
         window=(window.start, window.end),

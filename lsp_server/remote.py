@@ -11,12 +11,21 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from typing import Any
 
 from decoder.remote import RemoteConfig, RemoteError, RemoteResult, stream_chat, stream_completion
 from decoder.remote.client import chat_body, completion_body
 from lsp_server.explain import ExplainAnswer, ExplainError
-from lsp_server.inline import InlineAnswer, InlineRequest, Surroundings, answer_for, budget_from
-from lsp_server.postprocess import Candidate, RuleContext, postprocess
+from lsp_server.inline import (
+    InlineAnswer,
+    InlineRequest,
+    Surroundings,
+    answer_for,
+    budget_from,
+    candidate_for,
+    stop_rule_for,
+)
+from lsp_server.postprocess import Candidate
 from lsp_server.settings import Settings
 
 log = logging.getLogger("parafill.remote")
@@ -76,9 +85,7 @@ def run_remote_explain(
         text=result.text,
         route=ROUTE,
         stop_reason=_stop_reason(result),
-        latency_ms=result.latency_ms,
-        prompt_tokens=int(result.usage.get("prompt_tokens") or 0),
-        tokens=int(result.usage.get("completion_tokens") or result.chunks),
+        **_numbers(result),
         truncated_input=truncated,
     )
     answer.extra["remote"] = result.to_json()
@@ -93,7 +100,6 @@ def run_remote_inline(
 ) -> tuple[InlineAnswer, Candidate | None]:
     """One inline completion from the remote server: the window on the character budget (no local
     tokenizer), FIM by `remoteFimTemplate` or the `suffix` field, then the local stop rules and chain."""
-    from decoder.infill import stop_at_block_end, stop_at_line_end
     from lsp_server.context import build_window
 
     doc, shape = req.document, geo.shape
@@ -109,31 +115,20 @@ def run_remote_inline(
         body = completion_body(config, _fill(settings.remote_fim_template, prefix=prefix, suffix=suffix), max_tokens)
     else:
         body = completion_body(config, prefix, max_tokens, suffix=suffix)
-    rule = stop_at_block_end(shape.indent, settings.max_lines) if shape.multiline else stop_at_line_end
+    rule = stop_rule_for(shape, settings)
     deadline = time.monotonic() + settings.time_budget_ms / 1000
     try:
         result = stream_completion(config, body, interrupt=interrupt, stop_at=rule, deadline=deadline)
     except RemoteError as exc:
         log.warning("inline: %s", exc)
         return answer_for(geo, None, "none", f"remote: {exc}"), None
-    ctx = RuleContext(
-        prefix=prefix,
-        line_prefix=geo.line_prefix,
-        line_suffix=geo.line_suffix,
-        next_lines=doc.text[geo.next_line : window.end],
-        multiline=shape.multiline,
-        indent=shape.indent,
-        max_lines=settings.max_lines,
-    )
-    candidate = postprocess(ctx, result.text)
+    candidate = candidate_for(doc, geo, settings, prefix, window, result.text)
     answer = answer_for(
         geo,
         candidate,
         ROUTE,
         _stop_reason(result),
-        latency_ms=result.latency_ms,
-        prompt_tokens=int(result.usage.get("prompt_tokens") or 0),
-        tokens=int(result.usage.get("completion_tokens") or result.chunks),
+        **_numbers(result),
         raw_text=result.text,
         window=(window.start, window.end),
     )
@@ -148,6 +143,15 @@ def _config(settings: Settings, error: type[Exception]) -> RemoteConfig:
     if config is None:
         raise error("no remote server is configured (remoteUrl)")
     return config
+
+
+def _numbers(result: RemoteResult) -> dict[str, Any]:
+    """An answer's numbers from the server's usage record (streamed chunks when it sends none)."""
+    return {
+        "latency_ms": result.latency_ms,
+        "prompt_tokens": int(result.usage.get("prompt_tokens") or 0),
+        "tokens": int(result.usage.get("completion_tokens") or result.chunks),
+    }
 
 
 def _stop_reason(result: RemoteResult) -> str:

@@ -123,9 +123,7 @@ def _decode_block(
             block[lo + i], commit_step[lo + i], masked[lo + i] = int(tokens[i]), seq.forward_passes, False
         if heal is not None and not bool(masked[first]):
             heal = None
-        start = final
-        while final < limit and not masked[final]:
-            final += 1
-        if final > start and out.extend(block[start:final], commit_step[start:final]):
+        final = out.advance(block, commit_step, masked, final, limit)
+        if out.stop_reason is not None:
             break
     return steps, pending

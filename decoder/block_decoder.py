@@ -47,6 +47,16 @@ class _Output:
             self.stop_reason = "stop_rule"
         return self.stop_reason is not None
 
+    def advance(self, block: list[int], steps: list[int], masked: torch.Tensor, final: int, limit: int) -> int:
+        """Hand over the positions from `final` on (below `limit`) that are final now: committed, with no
+        mask before them. Returns the new `final`; stop_reason says whether generation must stop."""
+        start = final
+        while final < limit and not masked[final]:
+            final += 1
+        if final > start:
+            self.extend(block[start:final], steps[start:final])
+        return final
+
     def result(self, engine: Engine, seq: Sequence, started: float, steps_per_block: list[int]) -> GenerationResult:
         """The block decoders' answer once generation has ended (`started`: its time.perf_counter())."""
         return GenerationResult(
@@ -136,10 +146,8 @@ def _decode_one_block(
             block[i] = int(tokens[i])
             commit_step[i] = seq.forward_passes
             masked[i] = False
-        start = final
-        while final < size and not masked[final]:
-            final += 1
-        if final > start and out.extend(block[start:final], commit_step[start:final]):
+        final = out.advance(block, commit_step, masked, final, size)
+        if out.stop_reason is not None:
             break
     return block, steps
 

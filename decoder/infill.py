@@ -25,19 +25,23 @@ def stop_at_line_end(text: str) -> int | None:
 
 
 def stop_at_block_end(indent: int, max_lines: int = 16) -> TextStopRule:
-    """Stop before the first complete line (after the first line) indented less than `indent`, or after
-    `max_lines` lines."""
+    """Stop before the first complete line (after the first) indented less than `indent`, before a line that
+    repeats the one before it (a small model's loop, never wanted in ghost text), or after `max_lines` lines."""
 
     def rule(text: str) -> int | None:
         lines = text.split("\n")
-        offset = len(lines[0]) + 1
+        kept = len(lines[0])  # end of the text kept so far
+        if max_lines <= 1:
+            return kept if len(lines) > 1 else None
+        previous = lines[0]
         for count, line in enumerate(lines[1:-1], start=2):  # the last piece may still be growing
             stripped = line.lstrip(" \t")
-            if stripped and len(line) - len(stripped) < indent:
-                return offset - 1
+            if stripped and (len(line) - len(stripped) < indent or line == previous):
+                return kept
+            kept += 1 + len(line)
             if count >= max_lines:
-                return offset + len(line)
-            offset += len(line) + 1
+                return kept
+            previous = line if stripped else previous
         return None
 
     return rule

@@ -57,6 +57,17 @@ def test_text_stop_rules():
     assert rule("x = 1\n    y = 2\nz = 3\n") == len("x = 1\n    y = 2")
     assert rule("x = 1\n\n    y\n") is None  # blank lines do not end a block
     assert stop_at_block_end(indent=0, max_lines=2)("a\nb\nc\nd\n") == len("a\nb")
+    assert stop_at_block_end(indent=0, max_lines=1)("a\nb") == len("a")
+    assert stop_at_block_end(indent=0, max_lines=1)("ab") is None
+
+
+def test_block_stop_rule_cuts_a_repeated_line():
+    rule = stop_at_block_end(indent=4)
+    loop = "\n    self.items = self.items()\n    self.items = self.items()\n    self.items = self.items()\n"
+    assert loop[: rule(loop)] == "\n    self.items = self.items()"
+    assert rule("\n    x = 1\n\n    x = 1\n") == len("\n    x = 1\n")  # a blank line between: still a loop
+    assert rule("\n    x = 1\n    y = 1\n    x = 1\n") is None  # not consecutive: code, not a loop
+    assert rule("\n    if a:\n        return 1\n    return 1\n") is None  # another indentation
 
 
 def test_single_line_infill_stops_generation_at_the_newline(engine):

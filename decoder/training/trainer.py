@@ -188,6 +188,8 @@ class Trainer:
         self.batcher.rng = self.np_rng
         self.val = eval_windows(C.load_shard(corpus / "val.bin"), cfg.seq_len, cfg.eval_windows)
         vocab = self.tokenizer.get_vocab_size()
+        # What the starting weights had been through, read now: a continued run often ships over its init folder.
+        self.lineage = lineage(cfg.init_from)
         if cfg.init_from:
             self.model = load_model(cfg.init_from, dtype=torch.float32)
             if self.model.config.vocab_size != vocab:
@@ -210,6 +212,7 @@ class Trainer:
             body = load_checkpoint(ckpt, self.model, self.opt, self.np_rng)
             self.step, self.tokens, self.elapsed = body["step"], body["tokens"], body["elapsed"]
             self.metrics, self.history = body.get("metrics", {}), body.get("history", [])
+            self.lineage = body.get("lineage", self.lineage)
             self.log(f"resumed from {ckpt} at step {self.step}, {self.tokens:,} tokens, {self.elapsed / 60:.1f} min")
         self.fwd = self.model
         if cfg.compile:
@@ -332,6 +335,7 @@ class Trainer:
             "metrics": self.metrics,
             "history": self.history[-200:],
             "train_config": asdict(self.cfg),
+            "lineage": self.lineage,
         }
 
     def save_checkpoint(self) -> None:
@@ -358,6 +362,7 @@ class Trainer:
             "corpus_shards": self.shards.get("shards", {}),
             "tokenizer_sha256": self.shards.get("tokenizer_sha256"),
         }
+        training |= totals(training, self.lineage)
         (tmp / "training.json").write_text(json.dumps(training, indent=1) + "\n")
         (tmp / "README.md").write_text(model_card(self.model, training))
         if folder.exists():
@@ -495,8 +500,7 @@ def model_card(model: CausalLM, training: dict[str, Any]) -> str:
         "`PreTrainedTokenizerFast`, not `AutoTokenizer` (which would pick Qwen2Tokenizer)",
         "",
         "## Training",
-        f"- tokens seen: {training['tokens_seen']:,} in {training['steps']:,} steps, "
-        f"{training['train_minutes']} minutes on {training['hardware']}",
+        *_tokens_seen_lines(training),
         f"- tokens per stage (this session): {training.get('stage_tokens', {})}; exported in stage "
         f"`{training.get('stage', '?')}`"
         + (" (AR only so far: block-diffusion decoding is untrained)" if training.get("stage") == "ar" else ""),
@@ -518,6 +522,46 @@ def model_card(model: CausalLM, training: dict[str, Any]) -> str:
             lines.append(f"- {k}: {m[k]:.4f}" if isinstance(m[k], float) else f"- {k}: {m[k]}")
     lines += ["", "Full numbers: `training.json`.", ""]
     return "\n".join(lines)
+
+
+def lineage(init_from: str | None) -> dict[str, Any] | None:
+    """The training behind `init_from`'s weights (totals over all earlier runs), from its training.json."""
+    if not init_from:
+        return None
+    path = Path(init_from) / "training.json"
+    prior = json.loads(path.read_text()) if path.is_file() else {}
+    return {
+        "folder": str(init_from),
+        "tokens_seen": prior.get("tokens_seen_total", prior.get("tokens_seen")),
+        "train_minutes": prior.get("train_minutes_total", prior.get("train_minutes")),
+        "runs": prior.get("runs_total", 1 if prior else None),
+    }
+
+
+def totals(training: dict[str, Any], lineage: dict[str, Any] | None) -> dict[str, Any]:
+    """This run's numbers added to its lineage's: what the exported weights have seen in all."""
+    if not lineage or lineage.get("tokens_seen") is None:
+        return {"init": lineage} if lineage else {}
+    return {
+        "init": lineage,
+        "tokens_seen_total": lineage["tokens_seen"] + training["tokens_seen"],
+        "train_minutes_total": round((lineage.get("train_minutes") or 0.0) + training["train_minutes"], 1),
+        "runs_total": (lineage.get("runs") or 1) + 1,
+    }
+
+
+def _tokens_seen_lines(training: dict[str, Any]) -> list[str]:
+    this_run = (
+        f"{training['tokens_seen']:,} in {training['steps']:,} steps, {training['train_minutes']} minutes "
+        f"on {training['hardware']}"
+    )
+    if "tokens_seen_total" not in training:
+        return [f"- tokens seen: {this_run}"]
+    return [
+        f"- tokens seen: {training['tokens_seen_total']:,} in all, over {training['runs_total']} runs "
+        f"({training['train_minutes_total']} minutes)",
+        f"- this run: {this_run}, starting from the weights in `{training['init']['folder']}`",
+    ]
 
 
 def default_threads() -> int:

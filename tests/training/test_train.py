@@ -99,3 +99,22 @@ def test_init_from_a_shipped_folder_continues_from_its_weights(tiny_corpus: Path
         assert torch.equal(b.model.state_dict()[name], tensor), name
     b.fit()
     assert b.step == 1
+
+
+def test_a_continued_run_reports_the_totals_of_its_lineage(tiny_corpus: Path, tmp_path: Path) -> None:
+    first, second = tmp_path / "first", tmp_path / "second"
+    a = Trainer(tiny_cfg(tiny_corpus, tmp_path / "a", max_steps=2, export_dir=str(first)))
+    a.fit()
+    b = Trainer(tiny_cfg(tiny_corpus, tmp_path / "b", max_steps=3, init_from=str(first), export_dir=str(second)))
+    b.fit()
+    training = json.loads((second / "training.json").read_text())
+    assert training["tokens_seen"] == b.tokens  # this run
+    assert training["tokens_seen_total"] == a.tokens + b.tokens and training["runs_total"] == 2
+    assert training["init"]["folder"] == str(first)
+    card = (second / "README.md").read_text()
+    assert f"tokens seen: {a.tokens + b.tokens:,} in all, over 2 runs" in card
+    # A third run counts all three.
+    c = Trainer(tiny_cfg(tiny_corpus, tmp_path / "c", max_steps=1, init_from=str(second), export_dir=str(first)))
+    c.fit()
+    third = json.loads((first / "training.json").read_text())
+    assert third["tokens_seen_total"] == a.tokens + b.tokens + c.tokens and third["runs_total"] == 3

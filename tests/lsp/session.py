@@ -6,6 +6,7 @@ import asyncio
 import concurrent.futures
 import itertools
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -150,6 +151,18 @@ class Session:
 
     async def stats(self) -> dict[str, Any]:
         return await self.request("parafill/stats", {}, timeout=30)
+
+    async def quiet_stats(self, settle_s: float = 5.0) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Stats once no model work runs, then again half a second later: nothing may happen in between.
+        Waits for running work first: a request's answer (-32800 included) can go out while its run is still
+        inside a forward pass, and the run stops at the next check."""
+        deadline = time.monotonic() + settle_s
+        first = await self.stats()
+        while first["active"] and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+            first = await self.stats()
+        await asyncio.sleep(0.5)
+        return first, await self.stats()
 
 
 def doc_uri(name: str) -> str:

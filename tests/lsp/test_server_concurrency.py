@@ -21,13 +21,6 @@ def _items(result) -> list[types.InlineCompletionItem]:
     return list(result.items if isinstance(result, types.InlineCompletionList) else result or [])
 
 
-async def _quiet_stats(session) -> tuple[dict, dict]:
-    """Stats twice, half a second apart: no work may happen in between."""
-    first = await session.stats()
-    await asyncio.sleep(0.5)
-    return first, await session.stats()
-
-
 async def test_burst_of_50_superseding_requests_is_fully_answered_and_stops_cancelled_work(shared):
     text = SAMPLE.read_text()
     uri = doc_uri("burst.py")
@@ -57,7 +50,7 @@ async def test_burst_of_50_superseding_requests_is_fully_answered_and_stops_canc
     assert _items(results[-1]), "the last request gets a completion"
     assert elapsed < 60
 
-    first, second = await _quiet_stats(shared)
+    first, second = await shared.quiet_stats()
     assert second["active"] == 0 and second["scheduler"]["inline_running"] == 0
     assert second["pass_checks"] == first["pass_checks"] and second["forward_passes"] == first["forward_passes"]
     stopped = second["cancelled"] + second["superseded"] - before["cancelled"] - before["superseded"]

@@ -77,7 +77,6 @@ describe('parafill in VS Code (code-server + headless Chromium)', () => {
         'parafill.model': testModelFolder(),
         'parafill.timeBudgetMs': 3000,
         'parafill.explain.maxTokens': 160,
-        ...(process.env.PARAFILL_E2E_TRACE ? { 'parafill.trace.server': 'verbose' } : {}),
       },
     });
     await server.installExtension(VSIX);

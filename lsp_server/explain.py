@@ -76,6 +76,7 @@ def run_explain(
     on_text: Callable[[str], None] | None = None,
 ) -> ExplainAnswer:
     from decoder.generation import GenerationControl
+    from decoder.repetition import stop_on_loop
     from decoder.router import generate
 
     engine = routes.explain
@@ -89,6 +90,7 @@ def run_explain(
     control = GenerationControl(
         interrupt=interrupt,
         on_tokens=stream.push,
+        stop_at=stop_on_loop() if settings.explain_stop_on_loop else None,  # a loop never recovers
         deadline=time.monotonic() + settings.explain_time_budget_ms / 1000,
     )
     result = generate(engine, prompt.ids, mode, params, control)

@@ -42,6 +42,7 @@ class Settings:
     explain_max_tokens: int = 256
     explain_time_budget_ms: int = 60000
     explain_max_chars: int = 8000
+    explain_stop_on_loop: bool = True  # end an explanation that repeats itself (decoder/repetition.py)
     # documents
     max_document_kb: int = 1024  # larger documents are not served (logged once)
     # remote backend: an OpenAI-compatible server (vLLM, SGLang, llama.cpp server) instead of the embedded
@@ -88,6 +89,7 @@ _RULES: dict[str, tuple[type, float | None, float | None]] = {
     "explain_max_tokens": (int, 1, 8192),
     "explain_time_budget_ms": (int, 1, 3_600_000),
     "explain_max_chars": (int, 1, 10_000_000),
+    "explain_stop_on_loop": (bool, None, None),
     "max_document_kb": (int, 1, 1 << 22),
     "remote_url": (str, None, None),
     "remote_model": (str, None, None),

@@ -22,8 +22,10 @@ SAMPLE = REPO / "examples" / "inventory.py"
 
 
 def tiny_options(model_dir: Path, **extra: Any) -> dict[str, Any]:
-    """initializationOptions for the tiny random model: short spans keep the tests fast."""
-    return {"model": str(model_dir), "maxTokensLine": 16, "maxTokensBlock": 32, "timeBudgetMs": 20000} | extra
+    """initializationOptions for the tiny random model: short spans keep the tests fast. Its greedy text falls
+    into a loop within tens of tokens, so loop stopping is off: the explain tests need explanations that run."""
+    options = {"model": str(model_dir), "maxTokensLine": 16, "maxTokensBlock": 32, "timeBudgetMs": 20000}
+    return options | {"explainStopOnLoop": False} | extra
 
 
 class Session:

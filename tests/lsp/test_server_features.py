@@ -91,6 +91,24 @@ async def test_explain_streams_progress_reports_then_the_full_text(shared):
     assert result["text"] and sum(e["kind"] == "report" for e in created) >= 2
 
 
+async def test_an_explanation_that_loops_is_ended_there(shared):
+    uri = doc_uri("loop.py")
+    shared.open(uri, SAMPLE.read_text())
+    unstopped = await shared.request("parafill/explain", _explain_params(uri))
+    assert unstopped["stop_reason"] == "length" and unstopped["tokens"] == 256  # the tiny model loops on
+    shared.client.workspace_did_change_configuration(
+        types.DidChangeConfigurationParams(settings={"parafill": {"explainStopOnLoop": True}})
+    )
+    try:
+        stopped = await shared.request("parafill/explain", _explain_params(uri))
+    finally:
+        shared.client.workspace_did_change_configuration(
+            types.DidChangeConfigurationParams(settings={"parafill": {"explainStopOnLoop": False}})
+        )
+    assert stopped["stop_reason"] == "stop_rule" and stopped["tokens"] < unstopped["tokens"]
+    assert unstopped["text"].startswith(stopped["text"])  # the same greedy text, ended where it loops
+
+
 async def test_explain_can_be_cancelled_and_its_work_stops(shared):
     uri = doc_uri("cancel.py")
     shared.open(uri, SAMPLE.read_text())

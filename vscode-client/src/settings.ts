@@ -24,6 +24,7 @@ export const SERVER_KEYS: Record<string, string> = {
   contextTokens: 'contextTokens',
   'explain.maxTokens': 'explainMaxTokens',
   'explain.timeBudgetMs': 'explainTimeBudgetMs',
+  'explain.stopOnLoop': 'explainStopOnLoop',
   maxDocumentKb: 'maxDocumentKb',
   'remote.url': 'remoteUrl',
   'remote.model': 'remoteModel',

@@ -14,7 +14,10 @@ from pathlib import Path
 
 from decoder.training.corpus import heldout_entries
 
-SHIPPED = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "README.md", "training.json")
+SHIPPED = (
+    *("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"),
+    *("README.md", "training.json", "training_curve.png"),
+)
 
 
 def ship(export_dir: str | Path, dest: str | Path, corpus_dir: str | Path | None = None, max_mb: float = 30.0) -> Path:

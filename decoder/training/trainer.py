@@ -27,6 +27,7 @@ from decoder.checkpoint import load_model, save_model
 from decoder.masks import training_mask
 from decoder.model import CausalLM
 from decoder.training import corpus as C
+from decoder.training.curve import CURVE_FILE, curve_points, plot_training_curve
 from decoder.training.examples import Batcher, MixConfig, byte_table, eval_windows, newline_table
 from decoder.training.objective import ar_loss, block_diffusion_loss, diffusion_targets, noise
 from decoder.training.sizes import model_config
@@ -362,8 +363,10 @@ class Trainer:
             "corpus_shards": self.shards.get("shards", {}),
             "tokenizer_sha256": self.shards.get("tokenizer_sha256"),
         }
+        training["history"] = self.history
         training |= totals(training, self.lineage)
         (tmp / "training.json").write_text(json.dumps(training, indent=1) + "\n")
+        plot_training_curve(curve_points(training), tmp / CURVE_FILE)
         (tmp / "README.md").write_text(model_card(self.model, training))
         if folder.exists():
             import shutil
@@ -520,6 +523,8 @@ def model_card(model: CausalLM, training: dict[str, Any]) -> str:
     for k in ("val_ar_bpb", "val_masked_bpb", "val_ar_loss", "train_tokens_per_s"):
         if k in m:
             lines.append(f"- {k}: {m[k]:.4f}" if isinstance(m[k], float) else f"- {k}: {m[k]}")
+    if len(curve_points(training)) >= 2:
+        lines += ["", f"![validation bits per byte over training]({CURVE_FILE})"]
     lines += ["", "Full numbers: `training.json`.", ""]
     return "\n".join(lines)
 
@@ -535,6 +540,7 @@ def lineage(init_from: str | None) -> dict[str, Any] | None:
         "tokens_seen": prior.get("tokens_seen_total", prior.get("tokens_seen")),
         "train_minutes": prior.get("train_minutes_total", prior.get("train_minutes")),
         "runs": prior.get("runs_total", 1 if prior else None),
+        "history": curve_points(prior),
     }
 
 
@@ -542,11 +548,14 @@ def totals(training: dict[str, Any], lineage: dict[str, Any] | None) -> dict[str
     """This run's numbers added to its lineage's: what the exported weights have seen in all."""
     if not lineage or lineage.get("tokens_seen") is None:
         return {"init": lineage} if lineage else {}
+    runs = (lineage.get("runs") or 1) + 1
+    this_run = [p | {"tokens": lineage["tokens_seen"] + p["tokens"], "run": runs} for p in training.get("history", [])]
     return {
-        "init": lineage,
+        "init": {k: v for k, v in lineage.items() if k != "history"},
+        "history_total": lineage.get("history", []) + this_run,
         "tokens_seen_total": lineage["tokens_seen"] + training["tokens_seen"],
         "train_minutes_total": round((lineage.get("train_minutes") or 0.0) + training["train_minutes"], 1),
-        "runs_total": (lineage.get("runs") or 1) + 1,
+        "runs_total": runs,
     }
 
 

@@ -113,8 +113,17 @@ def test_a_continued_run_reports_the_totals_of_its_lineage(tiny_corpus: Path, tm
     assert training["init"]["folder"] == str(first)
     card = (second / "README.md").read_text()
     assert f"tokens seen: {a.tokens + b.tokens:,} in all, over 2 runs" in card
+    # The evaluation points of both runs, tokens counted from the first, drawn as the training curve.
+    points = training["history_total"]
+    assert [p["run"] for p in points] == [1] * len(a.history) + [2] * len(b.history)
+    assert [p["tokens"] for p in points] == [p["tokens"] for p in a.history] + [
+        a.tokens + p["tokens"] for p in b.history
+    ]
+    assert points[-1]["tokens"] == a.tokens + b.tokens
+    assert (second / "training_curve.png").read_bytes().startswith(b"\x89PNG") and "training_curve.png" in card
     # A third run counts all three.
     c = Trainer(tiny_cfg(tiny_corpus, tmp_path / "c", max_steps=1, init_from=str(second), export_dir=str(first)))
     c.fit()
     third = json.loads((first / "training.json").read_text())
     assert third["tokens_seen_total"] == a.tokens + b.tokens + c.tokens and third["runs_total"] == 3
+    assert [p["run"] for p in third["history_total"]] == [p["run"] for p in points] + [3] * len(c.history)

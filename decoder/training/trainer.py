@@ -504,7 +504,7 @@ def model_card(model: CausalLM, training: dict[str, Any]) -> str:
         "",
         "## Training",
         *_tokens_seen_lines(training),
-        f"- tokens per stage (this session): {training.get('stage_tokens', {})}; exported in stage "
+        f"- tokens per stage (this run): {training.get('stage_tokens', {})}; exported in stage "
         f"`{training.get('stage', '?')}`"
         + (" (AR only so far: block-diffusion decoding is untrained)" if training.get("stage") == "ar" else ""),
         f"- sequence {tc.get('seq_len')}, batch {tc.get('batch_size')}, lr {tc.get('lr')} (warmup + cosine), "

@@ -11,6 +11,7 @@ import time
 from decoder.evaluation.plots import plot_quality_vs_parallelism
 from decoder.evaluation.runner import DecodeConfig, bits_per_byte, run_config
 from decoder.evaluation.tasks import build_tasks, load_tasks, stdlib_heldout_files
+from decoder.families import CAUSAL
 
 
 def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
@@ -18,7 +19,13 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--limit", type=int, default=100, help="tasks per kind")
     parser.add_argument("--thresholds", default="0.9,0.7,0.5", help="block-diffusion thresholds")
     parser.add_argument("--block-size", type=int, default=8)
-    parser.add_argument("--fallback-window", type=int, default=2)
+    parser.add_argument(
+        "--fallback-window",
+        type=int,
+        default=None,
+        help="when no position passes the threshold, commit the most confident of the leftmost N "
+        "(default: the causal family's, as the server decodes parafill's own models)",
+    )
     parser.add_argument("--no-ar", action="store_true", help="skip the AR baseline")
     parser.add_argument("--no-healing", action="store_true", help="turn token healing off")
     parser.add_argument("--tasks", help="JSONL task file instead of the standard-library held-out set")
@@ -33,6 +40,7 @@ def run_eval(args: argparse.Namespace, engine, model_name: str) -> dict:
     kinds = [k for k in args.kinds.split(",") if k]
     configs = [] if args.no_ar else [DecodeConfig("ar", block_size=args.block_size)]
     configs += [DecodeConfig("block", float(t), args.block_size) for t in args.thresholds.split(",") if t]
+    fallback_window = args.fallback_window or CAUSAL.fallback_window
     report = {
         "model": model_name,
         "python": platform.python_version(),
@@ -40,6 +48,7 @@ def run_eval(args: argparse.Namespace, engine, model_name: str) -> dict:
         "edit_similarity": "1 - Levenshtein(prediction, target) / max(len), stripped",
         "exact_match": "prediction.split() == target.split()",
         "token_healing": not args.no_healing,
+        "fallback_window": fallback_window,
         "kinds": {},
     }
     started = time.perf_counter()
@@ -52,7 +61,7 @@ def run_eval(args: argparse.Namespace, engine, model_name: str) -> dict:
         tasks = [t for t in tasks if t.kind == kind][: args.limit]
         rows = []
         for config in configs:
-            row = run_config(engine, tasks, config, max_new, not args.no_healing, args.fallback_window)
+            row = run_config(engine, tasks, config, max_new, not args.no_healing, fallback_window)
             rows.append(row)
             print(_format_row(kind, row), file=sys.stderr)
         report["kinds"][kind] = rows

@@ -1,10 +1,10 @@
 // End-to-end in a real VS Code: code-server + headless Chromium (playwright-core). Installs the packaged .vsix,
 // opens a Python file, types, waits for ghost text from the model, accepts it with Tab, saves and reads the file;
-// runs "parafill: Explain Selection" and watches the text stream in, and cancels one (on a random-weight model,
-// switched to in the Settings editor: it never finishes before the click); toggles completions from the status
-// bar; kills the server and sees it come back; breaks the server path and sees the fix offered; checks the page
-// talked only to 127.0.0.1. Saves a screenshot of the ghost text (test-artifacts/ghost-text.png)
-// and prints the median keystroke -> visible ghost text time.
+// runs "parafill: Explain Selection" (on a random-weight model, switched to in the Settings editor) and watches
+// the text stream in, and cancels one; toggles completions from the status bar; kills the server and sees it
+// come back; breaks the server path and sees the fix offered; checks the page talked only to 127.0.0.1. Saves a
+// screenshot of the ghost text (test-artifacts/ghost-text.png) and prints the median keystroke -> visible ghost
+// text time.
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as os from 'node:os';

@@ -378,7 +378,8 @@ class Trainer:
     def hardware(self) -> str:
         if self.device.type == "cuda":
             return torch.cuda.get_device_name(self.device)
-        return f"CPU {self.cfg.hardware}, {torch.get_num_threads()} threads"
+        threads = torch.get_num_threads()
+        return f"CPU {self.cfg.hardware}, {threads} thread{'s' if threads > 1 else ''}"
 
     # ------------------------------------------------------------------------------------------ loop
 

@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from decoder.engine import Engine, EngineOptions
+from decoder.families import CAUSAL
 from decoder.generation import GenerationParams
 from decoder.onnx_backend import BackendUnavailableError, cache
 from decoder.onnx_backend.errors import OnnxBackendError
@@ -31,7 +32,8 @@ def test_generate_with_backend_onnx_gives_the_torch_tokens(tiny_model_dir, torch
     args = ["--prompt", prompt, "--json", "--backend", "onnx", "--mode", "block", "--max-new-tokens", "16"]
     run = cli("generate", "--model", str(tiny_model_dir), *args, "--block-size", "8", "--threshold", "0.5")
     assert run.returncode == 0, run.stderr
-    params = GenerationParams(max_new_tokens=16, block_size=8, threshold=0.5)
+    # The CLI decodes with the model family's settings where none are given (its fallback window here).
+    params = GenerationParams(max_new_tokens=16, block_size=8, threshold=0.5, fallback_window=CAUSAL.fallback_window)
     params.stop_token_ids = frozenset({torch_engine.tokenizer.special.end_of_text})
     ref = generate(torch_engine, torch_engine.tokenizer.encode(prompt), "block", params)
     assert json.loads(run.stdout)["token_ids"] == ref.token_ids

@@ -24,27 +24,40 @@ def stop_at_line_end(text: str) -> int | None:
     return None if cut < 0 else cut
 
 
-def stop_at_block_end(indent: int, max_lines: int = 16) -> TextStopRule:
-    """Stop before the first complete line (after the first) indented less than `indent`, before a line that
-    repeats the one before it (a small model's loop, never wanted in ghost text), or after `max_lines` lines."""
+def stop_at_block_end(indent: int, max_lines: int = 16, max_cycle: int = 3) -> TextStopRule:
+    """Stop before the first complete line (after the first) indented less than `indent`, before lines that
+    repeat the ones just before them (one to `max_cycle` lines: a small model's loop, never wanted in ghost
+    text), or after `max_lines` lines."""
 
     def rule(text: str) -> int | None:
         lines = text.split("\n")
         kept = len(lines[0])  # end of the text kept so far
         if max_lines <= 1:
             return kept if len(lines) > 1 else None
-        previous = lines[0]
+        # Non-blank lines so far, each with where the text would be cut before it.
+        seen = [(lines[0], 0)] if lines[0].strip() else []
         for count, line in enumerate(lines[1:-1], start=2):  # the last piece may still be growing
             stripped = line.lstrip(" \t")
-            if stripped and (len(line) - len(stripped) < indent or line == previous):
-                return kept
+            if stripped:
+                if len(line) - len(stripped) < indent:
+                    return kept
+                seen.append((line, kept))
+                if (cut := _cycle_start(seen, max_cycle)) is not None:
+                    return cut
             kept += 1 + len(line)
             if count >= max_lines:
                 return kept
-            previous = line if stripped else previous
         return None
 
     return rule
+
+
+def _cycle_start(seen: list[tuple[str, int]], max_cycle: int) -> int | None:
+    """Where the last k lines began, if they repeat the k lines before them (blank lines ignored)."""
+    for k in range(1, max_cycle + 1):
+        if len(seen) >= 2 * k and [t for t, _ in seen[-k:]] == [t for t, _ in seen[-2 * k : -k]]:
+            return seen[-k][1]
+    return None
 
 
 @dataclass

@@ -42,8 +42,11 @@ def server_available() -> bool:
 
 
 @contextlib.contextmanager
-def serve(path: str | Path, threads: int = 1, log: str | Path | None = None, n_ctx: int = 4096) -> Iterator[str]:
-    """Run `python -m llama_cpp.server` on 127.0.0.1 (a free port) for the duration; yields its API base URL."""
+def serve(
+    path: str | Path, threads: int = 1, log: str | Path | None = None, n_ctx: int = 4096, alias: str | None = None
+) -> Iterator[str]:
+    """Run `python -m llama_cpp.server` on 127.0.0.1 (a free port) for the duration; yields its API base URL.
+    `alias`: the model name requests use (default: the file path)."""
     import socket
     import subprocess
     import sys
@@ -56,7 +59,7 @@ def serve(path: str | Path, threads: int = 1, log: str | Path | None = None, n_c
     cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(path), "--host", "127.0.0.1"]
     # n_threads_batch too: its default (all cores) made prompt processing 10-100x slower on a busy 2-core machine
     cmd += ["--port", str(port), "--n_threads", str(threads), "--n_threads_batch", str(threads)]
-    cmd += ["--n_ctx", str(n_ctx)]
+    cmd += ["--n_ctx", str(n_ctx)] + (["--model_alias", alias] if alias else [])
     url = f"http://127.0.0.1:{port}/v1"
     with open(log or os.devnull, "w") as out:  # a file, never a pipe: a full pipe would block the server
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
@@ -67,7 +70,8 @@ def serve(path: str | Path, threads: int = 1, log: str | Path | None = None, n_c
                     if httpx.get(f"{url}/models", timeout=2).status_code == 200:
                         break
                 if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"llama_cpp.server did not start (log: {log})")
+                    tail = Path(log).read_text()[-2000:] if log else "(no log kept)"
+                    raise RuntimeError(f"llama_cpp.server did not start (log: {log}):\n{tail}")
                 time.sleep(0.3)
             yield url
         finally:

@@ -5,11 +5,6 @@ gguf are installed (benchmarks/llamacpp/install.sh; CI does not build llama.cpp)
 
 from __future__ import annotations
 
-import socket
-import subprocess
-import sys
-import time
-
 import pytest
 
 pytest.importorskip("httpx")
@@ -17,8 +12,8 @@ pytest.importorskip("gguf")
 pytest.importorskip("llama_cpp")
 pytest.importorskip("llama_cpp.server")
 
-import httpx
 
+from decoder.bench import llamacpp
 from decoder.bench.gguf_export import export_gguf
 from decoder.defaults import default_model_dir
 from decoder.engine import EngineOptions
@@ -29,12 +24,6 @@ from decoder.remote import RemoteConfig, stream_completion
 from decoder.remote.client import completion_body
 from decoder.router import generate
 from tests.lsp.session import SAMPLE, Session, doc_uri
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -49,36 +38,8 @@ def model():
 def server(model, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("llamacpp")
     export_gguf(model, tmp / "model.gguf", "f32")
-    port = _free_port()
-    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(tmp / "model.gguf")]
-    cmd += ["--host", "127.0.0.1", "--port", str(port), "--n_threads", "1", "--n_threads_batch", "1"]
-    cmd += ["--n_ctx", "2048"]
-    cmd += ["--model_alias", "tiny"]
-    with open(tmp / "server.log", "w") as log:  # a file, not a pipe: llama.cpp logs a lot, a full pipe blocks it
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, text=True)
-        url = f"http://127.0.0.1:{port}/v1"
-        try:
-            _wait_ready(proc, url, tmp / "server.log")
-            yield url
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-
-
-def _wait_ready(proc: subprocess.Popen, url: str, log_path) -> None:
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            if httpx.get(f"{url}/models", timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"llama_cpp.server did not start: {log_path.read_text()[-2000:]}")
-        time.sleep(0.3)
+    with llamacpp.serve(tmp / "model.gguf", threads=1, log=tmp / "server.log", n_ctx=2048, alias="tiny") as url:
+        yield url
 
 
 def _banned_bias(engine) -> dict[str, float]:

@@ -12,6 +12,8 @@ import re
 from bisect import bisect_right
 from dataclasses import dataclass, replace
 
+from lsp_server.postprocess import OPENERS, BracketScanner
+
 _WORD = re.compile(r"\w")
 
 
@@ -110,27 +112,8 @@ def completion_shape(line_prefix: str, line_suffix: str) -> Shape:
 
 
 def open_brackets(line: str) -> int:
-    """How many brackets one line of Python leaves open (string literals and a comment skipped; a string
-    still open at the end of the line counts as nothing)."""
+    """How many brackets one line of Python leaves open (string literals and a comment skipped)."""
     depth = 0
-    quote = ""
-    i = 0
-    while i < len(line):
-        ch = line[i]
-        if quote:
-            if ch == "\\":
-                i += 1  # the escaped character
-            elif line.startswith(quote, i):
-                i += len(quote) - 1
-                quote = ""
-        elif ch == "#":
-            break
-        elif ch in "'\"":
-            quote = ch * 3 if line.startswith(ch * 3, i) else ch
-            i += len(quote) - 1
-        elif ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth = max(0, depth - 1)
-        i += 1
+    for _, ch in BracketScanner().feed(line):
+        depth = depth + 1 if ch in OPENERS else max(0, depth - 1)
     return depth

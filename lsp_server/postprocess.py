@@ -86,7 +86,7 @@ def trim_suffix_overlap(ctx: RuleContext, c: Candidate) -> Candidate | None:
     return replace(c, text=text)
 
 
-class _BracketScanner:
+class BracketScanner:
     """Brackets outside string literals and `#` comments, carrying the string state across `feed` calls."""
 
     def __init__(self) -> None:
@@ -122,7 +122,7 @@ class _BracketScanner:
 def balance_brackets(ctx: RuleContext, c: Candidate) -> Candidate | None:
     """Cut at a closing bracket that closes nothing; when the completion closes brackets opened before
     the cursor that the editor already auto-closed after it, replace those auto-closed characters."""
-    scanner = _BracketScanner()
+    scanner = BracketScanner()
     stack: list[str] = []
     for _, ch in scanner.feed(ctx.prefix):
         if ch in OPENERS:

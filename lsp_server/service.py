@@ -166,14 +166,14 @@ class CompletionService:
         record["time"] = time.time()
         with self._lock:
             self._last["inline"] = record
-        log.debug(
-            "inline: %s via %s (%s), %d passes, %.0f ms, raw %r",
-            "no suggestion" if answer.text is None else repr(answer.text[:60]),
+        log.debug(  # %.60r: formatted (and cut) only when DEBUG is on
+            "inline: %.60r via %s (%s), %d passes, %.0f ms, raw %.60r",
+            answer.text,
             answer.route,
             answer.stop_reason,
             answer.forward_passes,
             answer.latency_ms,
-            answer.raw_text[:60],
+            answer.raw_text,
         )
         return answer
 

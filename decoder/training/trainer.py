@@ -547,12 +547,15 @@ def lineage(init_from: str | None) -> dict[str, Any] | None:
 
 def totals(training: dict[str, Any], lineage: dict[str, Any] | None) -> dict[str, Any]:
     """This run's numbers added to its lineage's: what the exported weights have seen in all."""
-    if not lineage or lineage.get("tokens_seen") is None:
-        return {"init": lineage} if lineage else {}
+    if not lineage:
+        return {}
+    init = {k: v for k, v in lineage.items() if k != "history"}
+    if lineage.get("tokens_seen") is None:  # weights of unknown training: no totals to give
+        return {"init": init}
     runs = (lineage.get("runs") or 1) + 1
     this_run = [p | {"tokens": lineage["tokens_seen"] + p["tokens"], "run": runs} for p in training.get("history", [])]
     return {
-        "init": {k: v for k, v in lineage.items() if k != "history"},
+        "init": init,
         "history_total": lineage.get("history", []) + this_run,
         "tokens_seen_total": lineage["tokens_seen"] + training["tokens_seen"],
         "train_minutes_total": round((lineage.get("train_minutes") or 0.0) + training["train_minutes"], 1),

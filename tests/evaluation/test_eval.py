@@ -17,6 +17,7 @@ from decoder.evaluation.metrics import (
     position_order_tau,
 )
 from decoder.evaluation.tasks import HeldoutFile, block_tasks, line_tasks, stdlib_heldout_files
+from decoder.families import CAUSAL
 
 SOURCE = """import os
 
@@ -86,6 +87,7 @@ def test_eval_report_has_every_metric(tiny_model_dir, tmp_path):
     assert json.loads(out.read_text())["kinds"].keys() == {"line", "block"}
     assert (tmp_path / "r.png").stat().st_size > 1000
     assert report["bits_per_byte"] > 0
+    assert report["fallback_window"] == CAUSAL.fallback_window  # unset: decodes as the server does
     for rows in report["kinds"].values():
         ar, strict, loose = rows
         assert ar["mode"] == "ar" and ar["tokens_per_forward"] == pytest.approx(1.0, abs=0.01)

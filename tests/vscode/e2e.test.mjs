@@ -67,6 +67,9 @@ describe('parafill in VS Code (code-server + headless Chromium)', () => {
       await waitFor(() => server.extensionLog().split(loaded).length > before, 120_000, `the model in ${folder} to load`, 250);
       currentModel = folder;
     }
+    // The status bar learns of the load by polling parafill/stats (up to 2 s after the log line); until then it
+    // shows the spinner, and a click on it opens the log instead of toggling.
+    await waitFor(async () => (await wb.statusIcon()) === 'codicon-sparkle', 20_000, 'the status bar to show the model ready');
     await wb.press(`${CTRL}+W`); // the Settings editor
   };
 
@@ -262,6 +265,7 @@ describe('parafill in VS Code (code-server + headless Chromium)', () => {
   });
 
   test('clicking the status bar item turns inline completions off, and on again', async () => {
+    await waitFor(async () => (await wb.statusIcon()) === 'codicon-sparkle', 20_000, 'the status bar to show on');
     await wb.statusItem().click();
     await waitFor(async () => (await wb.statusIcon()) === 'codicon-circle-slash', 10_000, 'the status bar to show off');
     assert.equal(server.readSettings()['parafill.enable'], false);

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from decoder.engine import Engine
 from decoder.generation import GenerationControl, GenerationParams, GenerationResult
 from decoder.prompts import fim_prompt
+from decoder.repetition import line_loop_cut
 from decoder.router import generate
 
 # A text stop rule: given the completion text so far, the length to keep if generation should stop.
@@ -22,6 +23,25 @@ TextStopRule = Callable[[str], int | None]
 def stop_at_line_end(text: str) -> int | None:
     cut = text.find("\n")
     return None if cut < 0 else cut
+
+
+def without_loops(rule: TextStopRule) -> TextStopRule:
+    """`rule`, and also stop where the text kept so far ends in a loop within a line ("a list of a list of
+    ..."), keeping its first copy (decoder/repetition.line_loop_cut)."""
+
+    def cut_loops(text: str) -> int | None:
+        cut = rule(text)
+        kept = text if cut is None else text[:cut]
+        loop = line_loop_cut(kept.rstrip("\n"))  # the final check sees the text with a newline added
+        return cut if loop is None else loop
+
+    return cut_loops
+
+
+def completion_stop_rule(multiline: bool, indent: int, max_lines: int) -> TextStopRule:
+    """The stop rule of a completion (the server's and `parafill eval`'s): the end of the line, or the end of
+    the indented block; either way, no loops."""
+    return without_loops(stop_at_block_end(indent, max_lines) if multiline else stop_at_line_end)
 
 
 def stop_at_block_end(indent: int, max_lines: int = 16, max_cycle: int = 3) -> TextStopRule:

@@ -126,9 +126,9 @@ def fit_window(
 
 def stop_rule_for(shape: Shape, settings: Settings) -> TextStopRule:
     """The decoder-side stop rule (no forward pass past it): end of line, or end of the indented block."""
-    from decoder.infill import stop_at_block_end, stop_at_line_end
+    from decoder.infill import completion_stop_rule
 
-    return stop_at_block_end(shape.indent, settings.max_lines) if shape.multiline else stop_at_line_end
+    return completion_stop_rule(shape.multiline, shape.indent, settings.max_lines)
 
 
 def candidate_for(

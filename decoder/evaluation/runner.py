@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -14,7 +13,7 @@ from decoder.engine import Engine
 from decoder.evaluation.metrics import edit_similarity, exact_match, leftmost_commit_fraction, position_order_tau
 from decoder.evaluation.tasks import InfillTask
 from decoder.generation import GenerationParams
-from decoder.infill import infill, stop_at_block_end, stop_at_line_end
+from decoder.infill import completion_stop_rule, infill
 
 
 @dataclass(frozen=True)
@@ -44,9 +43,7 @@ def run_config(
 ) -> dict:
     em, es, latency, tokens, passes, arness, taus, samples = [], [], [], 0, 0, [], [], []
     for task in tqdm(tasks, desc=config.label, disable=not progress, leave=False):
-        rule: Callable[[str], int | None] = (
-            stop_at_line_end if task.kind == "line" else stop_at_block_end(task.indent, max_lines=16)
-        )
+        rule = completion_stop_rule(multiline=task.kind != "line", indent=task.indent, max_lines=16)
         params = GenerationParams(
             max_new_tokens=max_new_tokens[task.kind],
             block_size=config.block_size,

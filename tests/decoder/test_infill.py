@@ -6,7 +6,7 @@ import pytest
 
 from decoder.engine import Engine
 from decoder.generation import GenerationParams
-from decoder.infill import infill, stop_at_block_end, stop_at_line_end
+from decoder.infill import completion_stop_rule, infill, stop_at_block_end, stop_at_line_end
 from decoder.prompts import PromptFormatError, explain_prompt, fim_prompt, heal
 
 
@@ -70,6 +70,18 @@ def test_block_stop_rule_cuts_a_repeated_line():
     assert rule("\n    if a:\n        return 1\n    return 1\n") is None  # another indentation
     cycle = "\n    a = f(x)\n    b = g(a)\n    a = f(x)\n    b = g(a)\n    a = f(x)\n"
     assert cycle[: rule(cycle)] == "\n    a = f(x)\n    b = g(a)"  # a two-line loop
+
+
+def test_completion_stop_rule_also_cuts_loops_within_a_line():
+    line = completion_stop_rule(multiline=False, indent=0, max_lines=1)
+    assert line("x = a list of a list of a list of a list\nnext") == len("x = a list of")
+    assert line("x = 1\nnext") == len("x = 1")
+    block = completion_stop_rule(multiline=True, indent=4, max_lines=16)
+    text = '\n    """Return the sum of a and b and b and b and b and b and b'
+    assert text[: block(text)] == '\n    """Return the sum of a and b'
+    assert block("\n    return a + b\n") is None
+    # The final check (the text with a newline added, as infill does) cuts the same way.
+    assert block(text + "\n") == block(text)
 
 
 def test_single_line_infill_stops_generation_at_the_newline(engine):

@@ -6,7 +6,7 @@ import random
 
 from decoder.engine import Engine, EngineOptions
 from decoder.generation import GenerationControl, GenerationParams
-from decoder.repetition import loop_length, stop_on_loop
+from decoder.repetition import line_loop_cut, loop_length, stop_on_loop
 from decoder.router import generate
 
 
@@ -51,3 +51,20 @@ def test_a_looping_model_is_stopped_as_soon_as_it_loops(tiny_model_dir):
     control = GenerationControl(stop_at=stop_on_loop())
     stopped = generate(engine, ids, "ar", GenerationParams(max_new_tokens=400), control)
     assert stopped.stop_reason == "stop_rule" and stopped.token_ids == free[:looped_at]
+
+
+def test_a_line_that_loops_is_cut_after_its_first_copy():
+    text = '"""Return the list of a list of a list of a list of a'
+    assert text[: line_loop_cut(text)] == '"""Return the list of a'
+    # The run starts at the first " 1 +" (the space before it is part of it); earlier lines stay.
+    assert line_loop_cut("x = f(x)\ny = g(y)\nreturn 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1") == len(
+        "x = f(x)\ny = g(y)\nreturn 1 +"
+    )
+
+
+def test_line_loop_cut_leaves_ordinary_lines_alone():
+    assert line_loop_cut("a list of a list of") is None  # two copies only
+    assert line_loop_cut("# " + "=" * 60) is None  # one character repeated: a rule line
+    assert line_loop_cut("print('- ' * 40, '- - - - - - - - - - - - - -')") is None  # punctuation only
+    assert line_loop_cut("the list of a list of a list of a list of\nx = 1") is None  # only the last line counts
+    assert line_loop_cut("result = compute(alpha, beta, gamma, delta)") is None

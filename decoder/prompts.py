@@ -45,6 +45,29 @@ def heal(tokenizer: TextTokenizer, ids: list[int]) -> tuple[list[int], str, Tens
     return ids[:-1], text, allowed
 
 
+def heal_indentation(tokenizer: TextTokenizer, prefix: str) -> tuple[list[int], str, Tensor] | None:
+    """Token healing for a cursor after the indentation of a blank line (`"    def f(self):\n        |"`).
+
+    Code tokenizes as "\n" plus one space fewer than the indentation, then " word"; a prompt that ends on the
+    full indentation ends on a token the model rarely saw there, and it answers with another newline: ghost
+    text that starts on the next line, or none. Back off one space and allow as first token only a space
+    followed by what can begin a statement, so the completion starts on the cursor's line. None where this
+    does not apply.
+    """
+    line = prefix[prefix.rfind("\n") + 1 :]
+    if not line or line.strip(" "):
+        return None
+    allowed = torch.tensor([len(t) > 1 and t[0] == " " and _starts_statement(t[1]) for t in tokenizer.token_texts])
+    if not allowed.any():
+        return None
+    return tokenizer.encode(prefix[:-1]), " ", allowed
+
+
+def _starts_statement(char: str) -> bool:
+    """Whether a Python statement (or a comment) can begin with this character."""
+    return char.isalnum() or char in "_\"'([{@#-~*"
+
+
 def fim_prompt(
     tokenizer: TextTokenizer, prefix: str, suffix: str, order: str = "spm", token_healing: bool = True
 ) -> Prompt:
@@ -53,10 +76,13 @@ def fim_prompt(
         raise PromptFormatError("the tokenizer has no FIM tokens (<|fim_prefix|>, <|fim_suffix|>, <|fim_middle|>)")
     if order not in FIM_ORDERS:
         raise ValueError(f"unknown FIM order {order!r}: expected one of {FIM_ORDERS}")
-    prefix_ids = tokenizer.encode(prefix)
     healed, allowed = "", None
-    if token_healing:
-        prefix_ids, healed, allowed = heal(tokenizer, prefix_ids)
+    if token_healing and (indentation := heal_indentation(tokenizer, prefix)) is not None:
+        prefix_ids, healed, allowed = indentation
+    else:
+        prefix_ids = tokenizer.encode(prefix)
+        if token_healing:
+            prefix_ids, healed, allowed = heal(tokenizer, prefix_ids)
     suffix_ids = tokenizer.encode(suffix)
     if order == "spm":
         ids = [sp.fim_suffix, *suffix_ids, sp.fim_prefix, *prefix_ids, sp.fim_middle]

@@ -7,7 +7,7 @@ import pytest
 from decoder.engine import Engine
 from decoder.generation import GenerationParams
 from decoder.infill import completion_stop_rule, infill, stop_at_block_end, stop_at_line_end
-from decoder.prompts import PromptFormatError, explain_prompt, fim_prompt, heal
+from decoder.prompts import PromptFormatError, explain_prompt, fim_prompt, heal, heal_indentation
 
 
 @pytest.fixture(scope="module")
@@ -35,6 +35,32 @@ def test_healing_backs_off_the_last_token_and_allows_only_extensions(engine):
     assert ids[-1] in chosen
     assert all(tok.token_texts[i].startswith(text) for i in chosen)
     assert not allowed[tok.special.end_of_text]
+
+
+def test_indentation_healing_backs_off_one_space_and_allows_only_code_on_the_line(engine):
+    tok = engine.tokenizer
+    prefix = "class Stack:\n    def pop(self):\n        "
+    ids, text, allowed = heal_indentation(tok, prefix)
+    assert ids == tok.encode(prefix[:-1]) and text == " "
+    chosen = [tok.token_texts[i] for i in allowed.nonzero().flatten().tolist()]
+    assert chosen and all(t[0] == " " and (t[1].isalnum() or t[1] in "_\"'([{@#-~*") for t in chosen)
+    assert not any("\n" in t[:2] for t in chosen)
+    # Only after the indentation of a blank line.
+    assert heal_indentation(tok, "x = 1\n") is None
+    assert heal_indentation(tok, "def f():\n    return") is None
+    assert heal_indentation(tok, "x = [\n    1,\n") is None
+    assert fim_prompt(tok, prefix, "\n").healed_text == " "
+    assert fim_prompt(tok, prefix, "\n", token_healing=False).healed_text == ""
+
+
+def test_a_completion_on_a_blank_indented_line_starts_on_that_line(engine):
+    prefix = "class Stack:\n    def pop(self):\n        "
+    for mode in ("ar", "block"):
+        res = infill(engine, prefix, "\n", mode, GenerationParams(max_new_tokens=8, block_size=4, threshold=0.5))
+        assert res.healed_text == " "
+        first = engine.tokenizer.token_texts[res.generation.token_ids[0]]
+        assert first[0] == " " and not first[1].isspace(), first
+        assert res.text and not res.text[0].isspace(), res.text
 
 
 def test_infill_output_starts_after_the_healed_text(engine):

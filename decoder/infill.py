@@ -38,6 +38,16 @@ def without_loops(rule: TextStopRule) -> TextStopRule:
     return cut_loops
 
 
+def earliest(*rules: TextStopRule) -> TextStopRule:
+    """Stop where the first of `rules` would."""
+
+    def rule(text: str) -> int | None:
+        cuts = [cut for r in rules if (cut := r(text)) is not None]
+        return min(cuts) if cuts else None
+
+    return rule
+
+
 def completion_stop_rule(multiline: bool, indent: int, max_lines: int) -> TextStopRule:
     """The stop rule of a completion (the server's and `parafill eval`'s): the end of the line, or the end of
     the indented block; either way, no loops."""

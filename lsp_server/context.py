@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from lsp_server.postprocess import OPENERS, BracketScanner
@@ -89,6 +90,7 @@ def _offset(text: str, line_starts: list[int], line: int) -> int:
 class Shape:
     multiline: bool  # False: complete the rest of this line only
     indent: int  # a multi-line completion stops before a later line indented less than this
+    open_brackets: int = 0  # brackets the cursor's line leaves open: the completion ends with the line closing them
 
 
 def completion_shape(line_prefix: str, line_suffix: str) -> Shape:
@@ -107,8 +109,26 @@ def completion_shape(line_prefix: str, line_suffix: str) -> Shape:
         indent += 1
     elif not code:
         indent = len(line_prefix)  # on a blank or indentation-only line the cursor column is the block
-    starts_block = not code or code.endswith(":") or open_brackets(line_prefix) > 0
-    return Shape(multiline=starts_block and _WORD.search(line_suffix) is None, indent=indent)
+    brackets = open_brackets(line_prefix)
+    starts_block = not code or code.endswith(":") or brackets > 0
+    return Shape(multiline=starts_block and _WORD.search(line_suffix) is None, indent=indent, open_brackets=brackets)
+
+
+def stop_when_closed(open_count: int) -> Callable[[str], int | None]:
+    """A text stop rule for a completion inside brackets: stop at the end of the line on which the completion
+    closes the `open_count` brackets left open before the cursor (`numbers = [` -> `1, 2, 3]`, not the code
+    the model would go on to write after it)."""
+
+    def rule(text: str) -> int | None:
+        depth = 0
+        for i, ch in BracketScanner().feed(text):
+            depth += 1 if ch in OPENERS else -1
+            if depth <= -open_count:
+                end = text.find("\n", i)
+                return None if end < 0 else end
+        return None
+
+    return rule
 
 
 def open_brackets(line: str) -> int:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from lsp_server.answers import numbers_from, numbers_json
-from lsp_server.context import ContextBudget, Shape, Window, build_window, completion_shape
+from lsp_server.context import ContextBudget, Shape, Window, build_window, completion_shape, stop_when_closed
 from lsp_server.documents import Document
 from lsp_server.postprocess import Candidate, RuleContext, postprocess
 from lsp_server.settings import Settings
@@ -125,10 +125,14 @@ def fit_window(
 
 
 def stop_rule_for(shape: Shape, settings: Settings) -> TextStopRule:
-    """The decoder-side stop rule (no forward pass past it): end of line, or end of the indented block."""
-    from decoder.infill import completion_stop_rule
+    """The decoder-side stop rule (no forward pass past it): end of line, or end of the indented block, or
+    inside brackets the end of the line that closes them, whichever comes first."""
+    from decoder.infill import completion_stop_rule, earliest
 
-    return completion_stop_rule(shape.multiline, shape.indent, settings.max_lines)
+    rule = completion_stop_rule(shape.multiline, shape.indent, settings.max_lines)
+    if shape.multiline and shape.open_brackets:
+        return earliest(rule, stop_when_closed(shape.open_brackets))
+    return rule
 
 
 def candidate_for(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lsp_server.context import ContextBudget, build_window, completion_shape, open_brackets
+from lsp_server.context import ContextBudget, build_window, completion_shape, open_brackets, stop_when_closed
 from lsp_server.documents import Document
 
 TEXT = "".join(f"line_{i} = {i}\n" for i in range(200))
@@ -94,3 +94,17 @@ def test_a_block_only_where_one_starts(line_prefix, line_suffix, multiline):
 )
 def test_open_brackets(line, depth):
     assert open_brackets(line) == depth
+
+
+def test_a_completion_inside_brackets_ends_with_the_line_that_closes_them():
+    assert completion_shape("numbers = [", "").open_brackets == 1
+    assert completion_shape("x = f(a, g(", "").open_brackets == 2
+    rule = stop_when_closed(1)
+    assert rule("1, 2, 3") is None
+    assert rule("1, 2, 3]") is None  # the line may still go on (", 4]" is not possible, "] + rest" is)
+    text = "1, 2, 3]\n\ndef get(a):\n    return a\n"
+    assert text[: rule(text)] == "1, 2, 3]"
+    nested = "\n    (1, 2),\n    (3, 4),\n]\nprint(numbers)\n"
+    assert nested[: rule(nested)] == "\n    (1, 2),\n    (3, 4),\n]"
+    assert rule("')', ']'\nx = 1\n") is None  # brackets in strings close nothing
+    assert stop_when_closed(2)("b)\nc)\nnext\n") == len("b)\nc)")

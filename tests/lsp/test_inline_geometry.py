@@ -29,3 +29,16 @@ def test_the_range_stays_on_the_cursor_line():
     assert geo.shape.multiline  # no word characters follow the cursor
     mid = surroundings(InlineRequest("u", Document("u", TEXT), TEXT.index("items)")))
     assert not mid.shape.multiline and mid.line_suffix == "items)"
+
+
+def test_the_stop_rule_follows_the_shape():
+    from lsp_server.context import completion_shape
+    from lsp_server.inline import stop_rule_for
+    from lsp_server.settings import Settings
+
+    inside = stop_rule_for(completion_shape("numbers = [", ""), Settings())
+    assert inside("1, 2]\n\ndef f():\n") == len("1, 2]")  # the line that closes the bracket
+    body = stop_rule_for(completion_shape("def f():", ""), Settings())
+    assert body("\n    return 1\nx = 2\n") == len("\n    return 1")  # the indented block
+    line = stop_rule_for(completion_shape("x = ", ""), Settings())
+    assert line("a list of a list of a list of a\n") == len("a list of ")  # one copy of a loop

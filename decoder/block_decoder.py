@@ -4,7 +4,8 @@ The span is decoded block by block. A block starts all-[MASK]; each step is one 
 block, after which every masked position whose confidence reaches the threshold is committed (and at
 least one: the most confident of the leftmost few masked positions). With the token shift of AR models,
 block position 0 is predicted by the last committed token and position j > 0 by block position j - 1.
-A finished block is appended to the KV cache causally in the same pass as the next block's first step.
+A finished block is appended to the KV cache causally in the same pass as the next block's first step, and
+the prompt's uncached tail in the first block's first pass: no pass is spent on the prompt alone.
 """
 
 from __future__ import annotations
@@ -89,11 +90,14 @@ def decode_block(
         )
     started = time.perf_counter()
     try:
-        seq = engine.start(prompt_ids, reserve=params.max_new_tokens + params.block_size, interrupt=control.check)
+        seq = engine.start(
+            prompt_ids, reserve=params.max_new_tokens + params.block_size, interrupt=control.check, defer_tail=True
+        )
     except PrefillInterrupted as stop:
         return GenerationResult.interrupted_prefill("block", stop.reason, len(prompt_ids), started)
     out = _Output(params, control)
-    pending: list[int] = []  # the last finished block: committed, not yet in the KV cache
+    # Committed, not yet in the KV cache: the prompt's last chunk at first, then each finished block.
+    pending, seq.deferred = seq.deferred, []
     steps_per_block: list[int] = []
     while len(out.token_ids) < params.max_new_tokens and out.stop_reason is None:
         size = min(params.block_size, params.max_new_tokens - len(out.token_ids))

@@ -117,6 +117,9 @@ class Sequence:
     prompt_tokens: int = 0
     cached_prompt_tokens: int = 0
     forward_passes: int = 0
+    # Prompt tokens left out of the prefill (start(defer_tail=True)): the caller's first step commits them,
+    # so the prefill's last chunk and the first block share one forward pass.
+    deferred: list[int] = field(default_factory=list)
 
     @property
     def length(self) -> int:
@@ -159,11 +162,20 @@ class Engine:
 
     # -- requests -------------------------------------------------------------------------------------
 
-    def start(self, prompt_ids: list[int], reserve: int, interrupt: Callable[[], str | None] | None = None) -> Sequence:
+    def start(
+        self,
+        prompt_ids: list[int],
+        reserve: int,
+        interrupt: Callable[[], str | None] | None = None,
+        defer_tail: bool = False,
+    ) -> Sequence:
         """Prefill `prompt_ids` (reusing the longest cached prefix) with room for `reserve` more tokens.
 
         The engine lock is held per prefill chunk, not for the whole prompt, so a long prefill does not
-        hold up other requests' passes; `interrupt` is checked before every chunk (PrefillInterrupted)."""
+        hold up other requests' passes; `interrupt` is checked before every chunk (PrefillInterrupted).
+        With `defer_tail` the last chunk is not run but left in `seq.deferred` for the caller's first
+        `step` to commit: a block decoder needs a pass over its first block anyway, and the prompt's new
+        tokens ride along in it (one pass fewer per request)."""
         if not prompt_ids:
             raise ValueError("empty prompt: there is no token to predict from")
         with self.lock, torch.inference_mode():
@@ -171,15 +183,17 @@ class Engine:
             reused = self._load_cached_prefix(seq, prompt_ids)
         seq.prompt_tokens, seq.cached_prompt_tokens = len(prompt_ids), reused
         rest = prompt_ids[reused:]
-        for start in range(0, len(rest), self.options.prefill_chunk):
+        chunks = [rest[i : i + self.options.prefill_chunk] for i in range(0, len(rest), self.options.prefill_chunk)]
+        if defer_tail:
+            seq.deferred = chunks.pop()
+        for chunk in chunks:
             if interrupt is not None and (reason := interrupt()):
                 raise PrefillInterrupted(reason)
-            chunk = rest[start : start + self.options.prefill_chunk]
             with self.lock, torch.inference_mode():
                 hidden = self._forward(seq, chunk, n_causal=len(chunk))
             seq.tokens.extend(chunk)
             seq.last_hidden = hidden[-1]
-        seq.forward_passes = 1  # the prefill counts as one pass however it was chunked
+        seq.forward_passes = 1 if chunks else 0  # the prefill counts as one pass however it was chunked
         if self.options.use_prefix_cache:
             with self.lock, torch.inference_mode():
                 self._cache_tokens(seq)

@@ -84,6 +84,20 @@ def test_engine_prefills_only_the_uncached_rest(tiny_model_dir):
     assert seen[1] == len(ids) + 3 - seq.cached_prompt_tokens
 
 
+def test_a_deferred_prompt_tail_is_committed_by_the_first_step(tiny_model_dir):
+    eng = Engine.from_folder(tiny_model_dir, EngineOptions(page_size=4))
+    ids = eng.tokenizer.encode("for i in range(10):\n    print(i, add(i, i))\n" * 3)
+    eng.start(ids, reserve=4)
+    prompt = ids + ids[:5]
+    seq = eng.start(prompt, reserve=8, defer_tail=True)
+    assert seq.forward_passes == 0 and seq.tokens == prompt[: seq.cached_prompt_tokens]
+    assert seq.deferred == prompt[seq.cached_prompt_tokens :]
+    eng.step(seq, seq.deferred, [eng.mask_token_id] * 4)  # the tail and a block in one pass
+    assert seq.forward_passes == 1 and seq.tokens == prompt
+    plain = eng.start(prompt, reserve=8)
+    torch.testing.assert_close(eng.next_token_logits(seq), eng.next_token_logits(plain), rtol=1e-4, atol=1e-4)
+
+
 def test_engine_cache_respects_byte_budget(tiny_model_dir):
     probe = Engine.from_folder(tiny_model_dir)
     budget = probe.kv_bytes_per_token() * 64

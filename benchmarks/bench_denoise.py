@@ -114,8 +114,16 @@ def compare(got: tuple[torch.Tensor, ...], want: tuple[torch.Tensor, ...]) -> di
     }
 
 
-def bench_config(variant: str, n: int, v: int, d: int | None, device: torch.device, args: argparse.Namespace,
-                 timer: Callable[[Step], float], run_fused: bool) -> dict[str, Any]:
+def bench_config(
+    variant: str,
+    n: int,
+    v: int,
+    d: int | None,
+    device: torch.device,
+    args: argparse.Namespace,
+    timer: Callable[[Step], float],
+    run_fused: bool,
+) -> dict[str, Any]:
     """One configuration: time the reference (and the fused kernels when `run_fused`), check agreement."""
     gen = torch.Generator(device=device).manual_seed(0)
     step = make_step_inputs(n, device, gen)
@@ -178,16 +186,20 @@ def fmt(x: float | None, spec: str) -> str:
 
 
 def print_table(rows: list[dict[str, Any]], peak: float | None) -> None:
-    head = (f"{'variant':8} {'N':>4} {'V':>7} {'D':>5} {'ref us':>10} {'fused us':>10} {'speedup':>8} "
-            f"{'fused GB/s':>10} {'%peak':>6} {'ref GB/s':>9} {'tok eq':>7} {'max dconf':>9}")
+    head = (
+        f"{'variant':8} {'N':>4} {'V':>7} {'D':>5} {'ref us':>10} {'fused us':>10} {'speedup':>8} "
+        f"{'fused GB/s':>10} {'%peak':>6} {'ref GB/s':>9} {'tok eq':>7} {'max dconf':>9}"
+    )
     print(head)
     print("-" * len(head))
     for r in rows:
-        print(f"{r['variant']:8} {r['N']:>4} {r['V']:>7} {fmt(r['D'], 'd'):>5} {fmt(r['ref_us'], '.1f'):>10} "
-              f"{fmt(r['fused_us'], '.1f'):>10} {fmt(r.get('speedup'), '.2f'):>8} "
-              f"{fmt(r.get('fused_gbps'), '.1f'):>10} {fmt(r.get('fused_peak_frac'), '.0%'):>6} "
-              f"{fmt(r.get('ref_gbps'), '.1f'):>9} {fmt(r.get('tokens_equal'), '.3f'):>7} "
-              f"{fmt(r.get('max_conf_diff'), '.1e'):>9}")
+        print(
+            f"{r['variant']:8} {r['N']:>4} {r['V']:>7} {fmt(r['D'], 'd'):>5} {fmt(r['ref_us'], '.1f'):>10} "
+            f"{fmt(r['fused_us'], '.1f'):>10} {fmt(r.get('speedup'), '.2f'):>8} "
+            f"{fmt(r.get('fused_gbps'), '.1f'):>10} {fmt(r.get('fused_peak_frac'), '.0%'):>6} "
+            f"{fmt(r.get('ref_gbps'), '.1f'):>9} {fmt(r.get('tokens_equal'), '.3f'):>7} "
+            f"{fmt(r.get('max_conf_diff'), '.1e'):>9}"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -211,16 +223,25 @@ def main(argv: list[str] | None = None) -> int:
         peak = args.peak_gbps or peak_gbps_for(name)
         l2 = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0)
         flush = torch.empty(max(256 << 20, 4 * l2), dtype=torch.uint8, device=device)
-        configs = [(var, n, v, d) for var in args.variants for n in args.n for v in args.v
-                   for d in ([None] if var == "logits" else args.d)]
-        print(f"device: {name}; peak memory bandwidth: {fmt(peak, '.0f')} GB/s"
-              + ("" if peak else " (unknown: pass --peak-gbps)"))
+        configs = [
+            (var, n, v, d)
+            for var in args.variants
+            for n in args.n
+            for v in args.v
+            for d in ([None] if var == "logits" else args.d)
+        ]
+        print(
+            f"device: {name}; peak memory bandwidth: {fmt(peak, '.0f')} GB/s"
+            + ("" if peak else " (unknown: pass --peak-gbps)")
+        )
     else:
         name, peak = "cpu", None
         args.warmup, args.iters = min(args.warmup, 2), min(args.iters, 5)
         configs = [("logits", 8, 32000, None), ("lm_head", 8, 32000, 896)]
-        print("CUDA is not available: the fused Triton kernels need a GPU. Timing only the PyTorch reference "
-              "on CPU at small shapes (a smoke test, not a benchmark).")
+        print(
+            "CUDA is not available: the fused Triton kernels need a GPU. Timing only the PyTorch reference "
+            "on CPU at small shapes (a smoke test, not a benchmark)."
+        )
 
     def timer(fn: Step) -> float:
         if flush is not None:
@@ -248,9 +269,15 @@ def main(argv: list[str] | None = None) -> int:
 
             triton_version = triton.__version__
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        meta = {"device": name, "peak_gbps": peak, "torch": torch.__version__, "triton": triton_version,
-                "timing": "median of CUDA-event times, L2 flushed" if cuda else "CPU perf_counter median",
-                "warmup": args.warmup, "iters": args.iters}
+        meta = {
+            "device": name,
+            "peak_gbps": peak,
+            "torch": torch.__version__,
+            "triton": triton_version,
+            "timing": "median of CUDA-event times, L2 flushed" if cuda else "CPU perf_counter median",
+            "warmup": args.warmup,
+            "iters": args.iters,
+        }
         args.json.write_text(json.dumps({"meta": meta, "results": rows}, indent=2) + "\n")
         print(f"wrote {args.json}")
     return 0

@@ -153,8 +153,11 @@ def _lm_head_partial_kernel(
             d = d0 + dd
             d_ok = d < D
             w = tl.load(w_rows + d[None, :] * stride_wd, mask=col_ok[:, None] & d_ok[None, :], other=0.0)
-            h = tl.load(h_ptr + rows[None, :] * stride_hn + d[:, None] * stride_hd,
-                        mask=row_ok[None, :] & d_ok[:, None], other=0.0)
+            h = tl.load(
+                h_ptr + rows[None, :] * stride_hn + d[:, None] * stride_hd,
+                mask=row_ok[None, :] & d_ok[:, None],
+                other=0.0,
+            )
             if DOT_FP32:
                 acc = tl.dot(w.to(tl.float32), h.to(tl.float32), acc, input_precision="ieee")
             else:
@@ -265,8 +268,7 @@ def _launch_opts(num_warps: int, num_stages: int | None = None) -> dict[str, obj
     return opts
 
 
-def _check_rows(n: int, device: torch.device, masked: Tensor, fallback: Tensor | None,
-                block_size: int | None) -> int:
+def _check_rows(n: int, device: torch.device, masked: Tensor, fallback: Tensor | None, block_size: int | None) -> int:
     """Shape / dtype / device checks (host-side metadata only, no sync); returns the block size."""
     for name, mask in (("masked", masked), ("fallback", fallback)):
         if mask is None:
@@ -287,20 +289,34 @@ def _as_bytes(mask: Tensor) -> Tensor:
 
 
 def _empty_outputs(n: int, device: torch.device) -> tuple[Tensor, Tensor, Tensor]:
-    return (_empty(n, dtype=torch.int64, device=device), _empty(n, dtype=torch.float32, device=device),
-            _empty(n, dtype=torch.bool, device=device))
+    return (
+        _empty(n, dtype=torch.int64, device=device),
+        _empty(n, dtype=torch.float32, device=device),
+        _empty(n, dtype=torch.bool, device=device),
+    )
 
 
 def _partials(n: int, n_splits: int, device: torch.device) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     shape = (n, n_splits)
     f32 = torch.float32
-    return (_empty(shape, dtype=f32, device=device), _empty(shape, dtype=f32, device=device),
-            _empty(shape, dtype=f32, device=device), _empty(shape, dtype=torch.int32, device=device))
+    return (
+        _empty(shape, dtype=f32, device=device),
+        _empty(shape, dtype=f32, device=device),
+        _empty(shape, dtype=f32, device=device),
+        _empty(shape, dtype=torch.int32, device=device),
+    )
 
 
-def _combine(parts: tuple[Tensor, Tensor, Tensor, Tensor], n: int, V: int, masked: Tensor,
-             fallback: Tensor | None, threshold: float, block_size: int,
-             combine_splits: int | None = None) -> tuple[Tensor, Tensor, Tensor]:
+def _combine(
+    parts: tuple[Tensor, Tensor, Tensor, Tensor],
+    n: int,
+    V: int,
+    masked: Tensor,
+    fallback: Tensor | None,
+    threshold: float,
+    block_size: int,
+    combine_splits: int | None = None,
+) -> tuple[Tensor, Tensor, Tensor]:
     device = masked.device
     tokens, confidence, commit = _empty_outputs(n, device)
     n_splits = parts[0].shape[1]
@@ -313,9 +329,19 @@ def _combine(parts: tuple[Tensor, Tensor, Tensor, Tensor], n: int, V: int, maske
     if combine_splits is not None:
         block_s = min(block_s, triton.next_power_of_2(combine_splits))
     _combine_commit_kernel[(n // block_size,)](
-        *parts, n_splits, V, masked_b, fallback_b, float(threshold), block_size,
-        tokens, confidence, commit.view(torch.uint8),
-        BLOCK_R=block_r, BLOCK_S=block_s, **_launch_opts(8 if block_r >= 2048 else 4),
+        *parts,
+        n_splits,
+        V,
+        masked_b,
+        fallback_b,
+        float(threshold),
+        block_size,
+        tokens,
+        confidence,
+        commit.view(torch.uint8),
+        BLOCK_R=block_r,
+        BLOCK_S=block_s,
+        **_launch_opts(8 if block_r >= 2048 else 4),
     )
     return tokens, confidence, commit
 
@@ -328,8 +354,11 @@ def _temperature_args(temperature: float, seed: int | None) -> tuple[bool, bool,
 
 
 def _empty_result(device: torch.device) -> tuple[Tensor, Tensor, Tensor]:
-    return (torch.zeros(0, dtype=torch.int64, device=device), torch.zeros(0, dtype=torch.float32, device=device),
-            torch.zeros(0, dtype=torch.bool, device=device))
+    return (
+        torch.zeros(0, dtype=torch.int64, device=device),
+        torch.zeros(0, dtype=torch.float32, device=device),
+        torch.zeros(0, dtype=torch.bool, device=device),
+    )
 
 
 def denoise_step(
@@ -366,8 +395,18 @@ def denoise_step(
     scale, sample, inv_t, seed_word = _temperature_args(temperature, seed)
     parts = _partials(n, n_splits, logits.device)
     _logits_partial_kernel[(n, n_splits)](
-        logits, logits.stride(0), V, tiles_per_split, inv_t, seed_word, *parts, n_splits,
-        BLOCK_V=block_v, SCALE=scale, SAMPLE=sample, **_launch_opts(4 if block_v <= 1024 else 8),
+        logits,
+        logits.stride(0),
+        V,
+        tiles_per_split,
+        inv_t,
+        seed_word,
+        *parts,
+        n_splits,
+        BLOCK_V=block_v,
+        SCALE=scale,
+        SAMPLE=sample,
+        **_launch_opts(4 if block_v <= 1024 else 8),
     )
     return _combine(parts, n, V, masked, fallback, threshold, block_size, combine_splits)
 
@@ -418,9 +457,26 @@ def lm_head_denoise_step(
     scale, sample, inv_t, seed_word = _temperature_args(temperature, seed)
     parts = _partials(n, n_splits, hidden.device)
     _lm_head_partial_kernel[(n_row_tiles, n_splits)](
-        hidden, weight, n, V, D, hidden.stride(0), hidden.stride(1), weight.stride(0), weight.stride(1),
-        tiles_per_split, inv_t, seed_word, *parts, n_splits,
-        BLOCK_N=block_n, BLOCK_V=block_v, BLOCK_D=block_d, SCALE=scale, SAMPLE=sample, DOT_FP32=dot_fp32,
+        hidden,
+        weight,
+        n,
+        V,
+        D,
+        hidden.stride(0),
+        hidden.stride(1),
+        weight.stride(0),
+        weight.stride(1),
+        tiles_per_split,
+        inv_t,
+        seed_word,
+        *parts,
+        n_splits,
+        BLOCK_N=block_n,
+        BLOCK_V=block_v,
+        BLOCK_D=block_d,
+        SCALE=scale,
+        SAMPLE=sample,
+        DOT_FP32=dot_fp32,
         **_launch_opts(num_warps, num_stages),
     )
     return _combine(parts, n, V, masked, fallback, threshold, block_size)

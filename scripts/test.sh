@@ -5,6 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh dev,onnx
 .venv/bin/ruff check .
+.venv/bin/ruff format --check .
 .venv/bin/python -m pytest -q "$@"
 # The VS Code client: build, lint and package the extension, then its protocol and end-to-end tests
 # (a real VS Code in code-server + headless Chromium).

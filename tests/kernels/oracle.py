@@ -30,9 +30,17 @@ def check_tokens_are_argmax(tokens: Tensor, values: Tensor) -> None:
     assert torch.equal(tokens, first), f"tokens {tokens.tolist()} != lowest argmax {first.tolist()}"
 
 
-def check_step(out: tuple[Tensor, Tensor, Tensor], logits: Tensor, masked: Tensor, threshold: float,
-               block_size: int | None, fallback: Tensor | None, temperature: float = 0.0,
-               seed: int | None = None, conf_rtol: float = 2e-6) -> None:
+def check_step(
+    out: tuple[Tensor, Tensor, Tensor],
+    logits: Tensor,
+    masked: Tensor,
+    threshold: float,
+    block_size: int | None,
+    fallback: Tensor | None,
+    temperature: float = 0.0,
+    seed: int | None = None,
+    conf_rtol: float = 2e-6,
+) -> None:
     """Kernel outputs against float64 (confidence), the exact spec (tokens), and the commit rule applied
     to the kernel's own confidences (plus the reference's commits where no confidence is near the
     threshold)."""

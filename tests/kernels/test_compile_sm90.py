@@ -18,8 +18,14 @@ triton = pytest.importorskip("triton")
 PART = {"part_m_ptr": "*fp32", "part_s_ptr": "*fp32", "part_v_ptr": "*fp32", "part_i_ptr": "*i32", "n_splits": "i32"}
 
 
-def compile_sm90(kernel: Any, types: dict[str, str], constexprs: dict[str, Any], num_warps: int,
-                 num_stages: int = 3, aligned: tuple[str, ...] = ()) -> Any:
+def compile_sm90(
+    kernel: Any,
+    types: dict[str, str],
+    constexprs: dict[str, Any],
+    num_warps: int,
+    num_stages: int = 3,
+    aligned: tuple[str, ...] = (),
+) -> Any:
     from triton.backends.compiler import GPUTarget
 
     if "nvidia" not in triton.backends.backends:
@@ -42,10 +48,22 @@ def tdn() -> Any:  # the compiled-mode module (this process never sets TRITON_IN
 
 
 def test_logits_kernel_sampling_build(tdn: Any) -> None:
-    types = {"logits_ptr": "*bf16", "stride_row": "i32", "V": "i32", "tiles_per_split": "i32", "inv_t": "fp32",
-             "seed_word": "i32", **PART}
-    cc = compile_sm90(tdn._logits_partial_kernel, types, {"BLOCK_V": 1024, "SCALE": True, "SAMPLE": True}, 4,
-                      aligned=("logits_ptr", "stride_row", "V"))
+    types = {
+        "logits_ptr": "*bf16",
+        "stride_row": "i32",
+        "V": "i32",
+        "tiles_per_split": "i32",
+        "inv_t": "fp32",
+        "seed_word": "i32",
+        **PART,
+    }
+    cc = compile_sm90(
+        tdn._logits_partial_kernel,
+        types,
+        {"BLOCK_V": 1024, "SCALE": True, "SAMPLE": True},
+        4,
+        aligned=("logits_ptr", "stride_row", "V"),
+    )
     ptx = cc.asm["ptx"]
     assert "ld.global.v4" in ptx  # 16-byte loads of the logits
     assert "__nv_log" in ptx  # fp64 log from libdevice, not an fp32 approximation
@@ -54,19 +72,54 @@ def test_logits_kernel_sampling_build(tdn: Any) -> None:
 
 @pytest.mark.parametrize(("block_n", "block_v", "num_warps"), [(16, 128, 4), (128, 64, 8)])
 def test_lm_head_kernel_build(tdn: Any, block_n: int, block_v: int, num_warps: int) -> None:
-    types = {"h_ptr": "*bf16", "w_ptr": "*bf16", "N": "i32", "V": "i32", "D": "i32", "stride_hn": "i32",
-             "stride_hd": "i32", "stride_wv": "i32", "stride_wd": "i32", "tiles_per_split": "i32", "inv_t": "fp32",
-             "seed_word": "i32", **PART}
-    consts = {"BLOCK_N": block_n, "BLOCK_V": block_v, "BLOCK_D": 64, "SCALE": False, "SAMPLE": False,
-              "DOT_FP32": False, "stride_hd": 1, "stride_wd": 1}
-    cc = compile_sm90(tdn._lm_head_partial_kernel, types, consts, num_warps, 4,
-                      aligned=("h_ptr", "w_ptr", "D", "stride_hn", "stride_wv"))
+    types = {
+        "h_ptr": "*bf16",
+        "w_ptr": "*bf16",
+        "N": "i32",
+        "V": "i32",
+        "D": "i32",
+        "stride_hn": "i32",
+        "stride_hd": "i32",
+        "stride_wv": "i32",
+        "stride_wd": "i32",
+        "tiles_per_split": "i32",
+        "inv_t": "fp32",
+        "seed_word": "i32",
+        **PART,
+    }
+    consts = {
+        "BLOCK_N": block_n,
+        "BLOCK_V": block_v,
+        "BLOCK_D": 64,
+        "SCALE": False,
+        "SAMPLE": False,
+        "DOT_FP32": False,
+        "stride_hd": 1,
+        "stride_wd": 1,
+    }
+    cc = compile_sm90(
+        tdn._lm_head_partial_kernel,
+        types,
+        consts,
+        num_warps,
+        4,
+        aligned=("h_ptr", "w_ptr", "D", "stride_hn", "stride_wv"),
+    )
     assert "wgmma" in cc.asm["ptx"]  # Hopper tensor cores, with the vocabulary as the MMA's M side
     assert cc.metadata.shared <= 200 * 1024
 
 
 def test_combine_and_noise_build(tdn: Any) -> None:
-    types = {**PART, "V": "i32", "masked_ptr": "*u8", "fallback_ptr": "*u8", "threshold": "fp32",
-             "block_size": "i32", "tok_ptr": "*i64", "conf_ptr": "*fp32", "commit_ptr": "*u8"}
+    types = {
+        **PART,
+        "V": "i32",
+        "masked_ptr": "*u8",
+        "fallback_ptr": "*u8",
+        "threshold": "fp32",
+        "block_size": "i32",
+        "tok_ptr": "*i64",
+        "conf_ptr": "*fp32",
+        "commit_ptr": "*u8",
+    }
     compile_sm90(tdn._combine_commit_kernel, types, {"BLOCK_R": 32, "BLOCK_S": 32}, 4)
     compile_sm90(tdn._gumbel_kernel, {"out_ptr": "*fp32", "n": "i32", "seed_word": "i32"}, {"BLOCK": 256}, 4)

@@ -98,7 +98,6 @@ assert "triton" not in sys.modules and m.shape == (4,)
 print("ok")
 """
     env = {k: v for k, v in __import__("os").environ.items() if k != "PARAFILL_DENOISE"}
-    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=120)
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "ok"

@@ -18,9 +18,17 @@ def inputs(n: int, v: int, d: int, dtype: torch.dtype, seed: int) -> tuple[torch
     return hidden, weight
 
 
-def check(out: tuple[torch.Tensor, torch.Tensor, torch.Tensor], hidden: torch.Tensor, weight: torch.Tensor,
-          masked: torch.Tensor, threshold: float, block_size: int | None, fallback: torch.Tensor | None,
-          temperature: float = 0.0, seed: int | None = None) -> None:
+def check(
+    out: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+    hidden: torch.Tensor,
+    weight: torch.Tensor,
+    masked: torch.Tensor,
+    threshold: float,
+    block_size: int | None,
+    fallback: torch.Tensor | None,
+    temperature: float = 0.0,
+    seed: int | None = None,
+) -> None:
     tokens, conf, commit = out
     n = hidden.shape[0]
     assert tokens.shape == conf.shape == commit.shape == (n,)
@@ -36,8 +44,9 @@ def check(out: tuple[torch.Tensor, torch.Tensor, torch.Tensor], hidden: torch.Te
     assert torch.all(picked >= values.amax(dim=1) - 1e-4), "token is not (within rounding) the argmax"
     fb = masked if fallback is None else fallback
     assert torch.equal(commit, reference.select_commits(conf, masked, fb, threshold, block_size or n))
-    ref_tokens, _, _ = reference.lm_head_denoise_step(hidden, weight, masked, threshold, block_size, fallback,
-                                                      temperature, seed)
+    ref_tokens, _, _ = reference.lm_head_denoise_step(
+        hidden, weight, masked, threshold, block_size, fallback, temperature, seed
+    )
     assert torch.equal(tokens, ref_tokens)
 
 
@@ -48,8 +57,9 @@ def test_lm_head_matches_float64(tdn: Interpreted, dtype: torch.dtype, temperatu
     hidden, weight = inputs(n, v, d, dtype, seed=1)
     masked = torch.tensor([1, 0, 1, 1, 1, 1, 0, 1], dtype=torch.bool)
     fallback = masked & (torch.arange(n) % 4 == 0)
-    out = tdn.lm_head_denoise_step(hidden, weight, masked, 0.3, 4, fallback, temperature, seed,
-                                   block_v=32, block_d=32, tiles_per_split=2)
+    out = tdn.lm_head_denoise_step(
+        hidden, weight, masked, 0.3, 4, fallback, temperature, seed, block_v=32, block_d=32, tiles_per_split=2
+    )
     check(out, hidden, weight, masked, 0.3, 4, fallback, temperature, seed)
 
 
@@ -60,8 +70,9 @@ def test_lm_head_row_tiles_and_strides(tdn: Interpreted) -> None:
     weight = weight_t.t()  # [V, D] with strides (1, V)
     hidden = hidden[:, :d]
     masked = torch.ones(n, dtype=torch.bool)
-    out = tdn.lm_head_denoise_step(hidden, weight, masked, 0.5, 5, None, 0.0, None,
-                                   block_v=32, block_d=16, tiles_per_split=1)
+    out = tdn.lm_head_denoise_step(
+        hidden, weight, masked, 0.5, 5, None, 0.0, None, block_v=32, block_d=16, tiles_per_split=1
+    )
     check(out, hidden, weight, masked, 0.5, 5, None)
 
 
@@ -86,9 +97,9 @@ def test_lm_head_ties_pick_lowest_index(tdn: Interpreted, dtype: torch.dtype) ->
     hidden[2] = 0.0  # every logit 0: token 0, confidence 1/V
     hidden, weight = hidden.to(dtype), weight.to(dtype)
     masked = torch.ones(n, dtype=torch.bool)
-    tokens, conf, _ = tdn.lm_head_denoise_step(hidden, weight, masked, 0.5, None, None, 0.0, None,
-                                               block_v=32, block_d=16, tiles_per_split=2)
+    tokens, conf, _ = tdn.lm_head_denoise_step(
+        hidden, weight, masked, 0.5, None, None, 0.0, None, block_v=32, block_d=16, tiles_per_split=2
+    )
     check_tokens_are_argmax(tokens, hidden.double() @ weight.double().t())
     assert tokens[:3].tolist() == [7, 99, 0]
-    torch.testing.assert_close(conf.double(), confidence64(hidden.double() @ weight.double().t()),
-                               rtol=1e-5, atol=1e-7)
+    torch.testing.assert_close(conf.double(), confidence64(hidden.double() @ weight.double().t()), rtol=1e-5, atol=1e-7)

@@ -16,12 +16,31 @@ from tests.kernels.oracle import check_step, random_logits
 NEG = float("-inf")
 
 
-def run(tdn: Interpreted, logits: torch.Tensor, masked: torch.Tensor, threshold: float, block_size: int | None,
-        fallback: torch.Tensor | None = None, temperature: float = 0.0, seed: int | None = None,
-        block_v: int = 128, n_splits: int | None = 3,
-        combine_splits: int | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    out = tdn.denoise_step(logits, masked, threshold, block_size, fallback, temperature, seed,
-                           block_v=block_v, n_splits=n_splits, combine_splits=combine_splits)
+def run(
+    tdn: Interpreted,
+    logits: torch.Tensor,
+    masked: torch.Tensor,
+    threshold: float,
+    block_size: int | None,
+    fallback: torch.Tensor | None = None,
+    temperature: float = 0.0,
+    seed: int | None = None,
+    block_v: int = 128,
+    n_splits: int | None = 3,
+    combine_splits: int | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    out = tdn.denoise_step(
+        logits,
+        masked,
+        threshold,
+        block_size,
+        fallback,
+        temperature,
+        seed,
+        block_v=block_v,
+        n_splits=n_splits,
+        combine_splits=combine_splits,
+    )
     check_step(out, logits, masked, threshold, block_size, fallback, temperature, seed)
     return out
 

@@ -193,7 +193,9 @@ class Engine:
                 hidden = self._forward(seq, chunk, n_causal=len(chunk))
             seq.tokens.extend(chunk)
             seq.last_hidden = hidden[-1]
-        seq.forward_passes = 1 if chunks else 0  # the prefill counts as one pass however it was chunked
+        # The prefill counts as one pass however it was chunked; with `defer_tail` that pass is the caller's
+        # first step, which runs the last chunk.
+        seq.forward_passes = 0 if defer_tail else 1
         if self.options.use_prefix_cache:
             with self.lock, torch.inference_mode():
                 self._cache_tokens(seq)

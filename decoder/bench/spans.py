@@ -55,7 +55,10 @@ class SpanRunner(Protocol):
 
 
 class _PrefillClock:
-    """Stands in for the engine: delegates everything, notes when `start` (the prefill) returns."""
+    """Stands in for the engine: delegates everything, notes when `start` (the prefill) returns.
+
+    The block decoder defers the prompt's last prefill chunk into its first step, so its time "after the
+    prefill" includes that chunk: compare whole requests across decoders, decode times within one."""
 
     def __init__(self, engine: Engine) -> None:
         self._engine = engine

@@ -73,6 +73,8 @@ def run_config(
         "tasks": len(tasks),
         "exact_match": round(mean(em), 4) if em else None,
         "edit_similarity": round(mean(es), 4) if es else None,
+        # Standard error of the mean edit similarity: differences well inside ~2 of these are noise.
+        "edit_similarity_se": round(statistics.stdev(es) / math.sqrt(len(es)), 4) if len(es) > 1 else None,
         # Generated tokens per decoding pass (prefill excluded; the first token comes from the prefill).
         "tokens_per_forward": round(tokens / max(1, passes + len(tasks)), 4),
         "ar_ness_leftmost_fraction": round(mean(arness), 4) if arness else None,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 
 import pytest
 
@@ -95,3 +96,4 @@ def test_eval_report_has_every_metric(tiny_model_dir, tmp_path):
         assert loose["tokens_per_forward"] > strict["tokens_per_forward"]
         for row in rows:
             assert 0 <= row["exact_match"] <= 1 and 0 <= row["edit_similarity"] <= 1
+            assert 0 <= row["edit_similarity_se"] <= 0.5 / math.sqrt(row["tasks"] - 1)  # a [0, 1] score's bound

@@ -8,6 +8,7 @@ cursor then changes only the tail of the prompt, and the prefix cache keeps the 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from weakref import WeakKeyDictionary
 
 import torch
 from torch import Tensor
@@ -57,15 +58,24 @@ def heal_indentation(tokenizer: TextTokenizer, prefix: str) -> tuple[list[int], 
     line = prefix[prefix.rfind("\n") + 1 :]
     if not line or line.strip(" "):
         return None
-    allowed = torch.tensor([len(t) > 1 and t[0] == " " and _starts_statement(t[1]) for t in tokenizer.token_texts])
+    allowed = _space_then_statement(tokenizer)
     if not allowed.any():
         return None
     return tokenizer.encode(prefix[:-1]), " ", allowed
 
 
-def _starts_statement(char: str) -> bool:
-    """Whether a Python statement (or a comment) can begin with this character."""
-    return char.isalnum() or char in "_\"'([{@#-~*"
+_SPACE_THEN_STATEMENT: WeakKeyDictionary[TextTokenizer, Tensor] = WeakKeyDictionary()
+
+
+def _space_then_statement(tokenizer: TextTokenizer) -> Tensor:
+    """Tokens that are a space and then what can begin a Python statement (or a comment); once per tokenizer."""
+    mask = _SPACE_THEN_STATEMENT.get(tokenizer)
+    if mask is None:
+        starts = [
+            len(t) > 1 and t[0] == " " and (t[1].isalnum() or t[1] in "_\"'([{@#-~*") for t in tokenizer.token_texts
+        ]
+        mask = _SPACE_THEN_STATEMENT[tokenizer] = torch.tensor(starts, dtype=torch.bool)
+    return mask
 
 
 def fim_prompt(

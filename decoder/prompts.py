@@ -71,11 +71,20 @@ def _space_then_statement(tokenizer: TextTokenizer) -> Tensor:
     """Tokens that are a space and then what can begin a Python statement (or a comment); once per tokenizer."""
     mask = _SPACE_THEN_STATEMENT.get(tokenizer)
     if mask is None:
-        starts = [
-            len(t) > 1 and t[0] == " " and (t[1].isalnum() or t[1] in "_\"'([{@#-~*") for t in tokenizer.token_texts
-        ]
+        starts = [len(t) > 1 and t[0] == " " and _begins_statement(t[1:]) for t in tokenizer.token_texts]
         mask = _SPACE_THEN_STATEMENT[tokenizer] = torch.tensor(starts, dtype=torch.bool)
     return mask
+
+
+# Keywords that join two expressions: a line cannot begin with them.
+_INFIX_KEYWORDS = frozenset({"and", "as", "in", "is", "or"})
+
+
+def _begins_statement(text: str) -> bool:
+    if text[0] in "_\"'([{@#-~*":
+        return True
+    word = text.split(None, 1)[0] if text[0].isalnum() else ""
+    return bool(word) and word not in _INFIX_KEYWORDS
 
 
 def fim_prompt(

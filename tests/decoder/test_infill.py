@@ -45,6 +45,7 @@ def test_indentation_healing_backs_off_one_space_and_allows_only_code_on_the_lin
     chosen = [tok.token_texts[i] for i in allowed.nonzero().flatten().tolist()]
     assert chosen and all(t[0] == " " and (t[1].isalnum() or t[1] in "_\"'([{@#-~*") for t in chosen)
     assert not any("\n" in t[:2] for t in chosen)
+    assert " in" in tok.token_texts and not any(t.split()[0] in {"in", "and", "or", "is", "as"} for t in chosen)
     # Only after the indentation of a blank line.
     assert heal_indentation(tok, "x = 1\n") is None
     assert heal_indentation(tok, "def f():\n    return") is None

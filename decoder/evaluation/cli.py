@@ -47,6 +47,7 @@ def run_eval(args: argparse.Namespace, engine, model_name: str) -> dict:
         "heldout_files": [f.name for f in files],
         "edit_similarity": "1 - Levenshtein(prediction, target) / max(len), stripped",
         "exact_match": "prediction.split() == target.split()",
+        "latency": "one cold request per task (prefix cache cleared): prefill and decoding",
         "token_healing": not args.no_healing,
         "fallback_window": fallback_window,
         "kinds": {},

@@ -21,7 +21,9 @@ from lsp_server.model_loading import open_routes
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", help="Hugging Face model folder (default: the shipped model)")
     parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
-    parser.add_argument("--dtype", default=None, help="fp32 or bf16 (default: fp32 on CPU, bf16 on CUDA)")
+    parser.add_argument(
+        "--dtype", default=None, help="fp32 or bf16 (default: bf16 on CUDA and on CPUs with native bf16, else fp32)"
+    )
     parser.add_argument(
         "--backend",
         choices=BACKENDS,

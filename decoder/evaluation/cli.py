@@ -44,6 +44,7 @@ def run_eval(args: argparse.Namespace, engine, model_name: str) -> dict:
     report = {
         "model": model_name,
         "python": platform.python_version(),
+        "dtype": str(getattr(engine, "dtype", "")).removeprefix("torch."),
         "heldout_files": [f.name for f in files],
         "edit_similarity": "1 - Levenshtein(prediction, target) / max(len), stripped",
         "exact_match": "prediction.split() == target.split()",

@@ -62,3 +62,14 @@ def test_binary_file_is_refused(tmp_path, capsys):
     blob.write_bytes(b"x = 1\n\x00\x01")
     assert main(["complete", f"{blob}:1:1"]) == 2
     assert "binary" in capsys.readouterr().err
+
+
+def test_the_default_dtype_follows_the_cpu(tiny_model_dir):
+    import torch
+
+    from lsp_server.model_loading import cpu_has_native_bf16, open_engine
+
+    auto = torch.bfloat16 if cpu_has_native_bf16() else torch.float32
+    assert open_engine(tiny_model_dir).dtype == auto
+    assert open_engine(tiny_model_dir, dtype="fp32").dtype == torch.float32  # a choice is kept
+    assert open_engine(tiny_model_dir, dtype="bf16").dtype == torch.bfloat16

@@ -214,6 +214,7 @@ class Trainer:
             self.step, self.tokens, self.elapsed = body["step"], body["tokens"], body["elapsed"]
             self.metrics, self.history = body.get("metrics", {}), body.get("history", [])
             self.lineage = body.get("lineage", self.lineage)
+            self.stage_stats = body.get("stage_stats", {})  # so the model card's tokens per stage cover the run
             self.log(f"resumed from {ckpt} at step {self.step}, {self.tokens:,} tokens, {self.elapsed / 60:.1f} min")
         self.fwd = self.model
         if cfg.compile:
@@ -337,6 +338,7 @@ class Trainer:
             "history": self.history[-200:],
             "train_config": asdict(self.cfg),
             "lineage": self.lineage,
+            "stage_stats": self.stage_stats,
         }
 
     def save_checkpoint(self) -> None:

@@ -52,6 +52,7 @@ def test_resume_restores_weights_optimizer_and_data_order(tiny_corpus: Path, tmp
     a.fit()
     b = Trainer(tiny_cfg(tiny_corpus, run, max_steps=6, resume=True))
     assert b.step == 6 and b.tokens == a.tokens
+    assert b.stage_stats == a.stage_stats and sum(st["tokens"] for st in b.stage_stats.values()) == b.tokens
     for (name, pa), pb in zip(a.model.state_dict().items(), b.model.state_dict().values(), strict=True):
         assert torch.equal(pa, pb), name
     sa, sb = a.opt.state_dict()["state"], b.opt.state_dict()["state"]

@@ -64,8 +64,9 @@ def stop_at_block_end(indent: int, max_lines: int = 16, max_cycle: int = 3) -> T
         kept = len(lines[0])  # end of the text kept so far
         if max_lines <= 1:
             return kept if len(lines) > 1 else None
-        # Non-blank lines so far, each with where the text would be cut before it.
-        seen = [(lines[0], 0)] if lines[0].strip() else []
+        # Non-blank lines so far, each with where the text would be cut before it. The first line starts at the
+        # cursor: on a blank line that is the block's indentation, so compare it with that indentation.
+        seen = [(" " * indent + lines[0], 0)] if lines[0].strip() else []
         for count, line in enumerate(lines[1:-1], start=2):  # the last piece may still be growing
             stripped = line.lstrip(" \t")
             if stripped:

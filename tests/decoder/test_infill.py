@@ -95,6 +95,8 @@ def test_block_stop_rule_cuts_a_repeated_line():
     assert rule("\n    x = 1\n\n    x = 1\n") == len("\n    x = 1\n")  # a blank line between: still a loop
     assert rule("\n    x = 1\n    y = 1\n    x = 1\n") is None  # not consecutive: code, not a loop
     assert rule("\n    if a:\n        return 1\n    return 1\n") is None  # another indentation
+    first = "self.items.append(item)\n        self.items.append(item)\n"  # typed on a blank line at column 8
+    assert first[: stop_at_block_end(indent=8)(first)] == "self.items.append(item)"
     cycle = "\n    a = f(x)\n    b = g(a)\n    a = f(x)\n    b = g(a)\n    a = f(x)\n"
     assert cycle[: rule(cycle)] == "\n    a = f(x)\n    b = g(a)"  # a two-line loop
 

@@ -42,20 +42,20 @@ def main() -> None:
         rule = completion_stop_rule(False, task.indent, 16)
         for name in DTYPES if i % 2 == 0 else reversed(DTYPES):
             engine = engines[name]
-            engine.cache.clear()
+            engine.clear_prefix_cache()
             began = time.perf_counter()
             res = infill(engine, task.prefix, task.suffix, "block", block, stop_rule=rule)
             ms[name]["cold"].append((time.perf_counter() - began) * 1000)
             texts[name].append(res.text)
-            engine.cache.clear()
+            engine.clear_prefix_cache()
             infill(engine, task.prefix[:-1], task.suffix, "block", block, stop_rule=rule)  # the keystroke before
             began = time.perf_counter()
             infill(engine, task.prefix, task.suffix, "block", block, stop_rule=rule)
             ms[name]["keystroke"].append((time.perf_counter() - began) * 1000)
             ids = engine.tokenizer.encode(task.prefix)[-512:]
-            engine.cache.clear()
+            engine.clear_prefix_cache()
             long = generate(engine, ids, "ar", ar)  # exactly --ar-tokens tokens: no stop tokens
-            engine.cache.clear()
+            engine.clear_prefix_cache()
             short = generate(engine, ids, "ar", GenerationParams(max_new_tokens=1))  # the same cold prefill
             per_token = (long.latency_ms - short.latency_ms) / max(1, len(long.token_ids) - 1)
             ms[name]["ar_token"].append(per_token)

@@ -21,7 +21,6 @@ from decoder.engine import Engine, EngineOptions, Sequence
 from decoder.evaluation.tasks import build_tasks, stdlib_heldout_files
 from decoder.generation import GenerationParams
 from decoder.infill import completion_stop_rule, infill
-from decoder.prefix_cache import RadixPrefixCache
 
 VARIANTS = ("tail in first step", "separate prefill")
 
@@ -49,7 +48,7 @@ def main() -> None:
         rule = completion_stop_rule(False, task.indent, 16)
         for variant in VARIANTS if rep % 2 == 0 else reversed(VARIANTS):
             engine.start = starts[variant]  # type: ignore[method-assign]
-            engine.cache = RadixPrefixCache(page_size=engine.options.page_size, byte_budget=engine.options.cache_bytes)
+            engine.clear_prefix_cache()
             infill(engine, task.prefix[:-1], task.suffix, "block", params, stop_rule=rule)  # the keystroke before
             began = time.perf_counter()
             res = infill(engine, task.prefix, task.suffix, "block", params, stop_rule=rule)

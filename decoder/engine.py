@@ -250,6 +250,11 @@ class Engine:
             with self.lock, torch.inference_mode():
                 self._cache_tokens(seq)
 
+    def clear_prefix_cache(self) -> None:
+        """Drop every cached prefix (between requests: the next one is cold)."""
+        with self.lock:
+            self.cache.clear()
+
     def kv_bytes_per_token(self) -> int:
         cfg = self.model.config
         return 2 * cfg.num_hidden_layers * cfg.num_key_value_heads * cfg.head_dim * self.dtype.itemsize

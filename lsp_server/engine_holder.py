@@ -137,8 +137,7 @@ class EngineHolder:
         if routes is None:
             return False
         for engine in {id(e): e for e in (routes.inline, routes.explain)}.values():
-            with engine.lock:
-                engine.cache.clear()
+            engine.clear_prefix_cache()
         return True
 
 

@@ -186,8 +186,7 @@ def parity(engine: Engine, path: str | Path, prompts: int = 4, new_tokens: int =
                 break
         greedy_same += int(ours == theirs)
         first_diverge.append(next((i for i, (a, b) in enumerate(zip(ours, theirs, strict=False)) if a != b), None))
-    with engine.lock:
-        engine.cache.clear()
+    engine.clear_prefix_cache()
     return {
         "gguf": str(path),
         "tokenization_identical": f"{sum(same_tok)}/{len(same_tok)}",

@@ -84,8 +84,7 @@ class EngineSpanRunner:
     def run(self, prompt_ids: list[int], span: int, cold: bool = True) -> SpanSample:
         """One request of exactly `span` new tokens; `cold`: clear the prefix cache first."""
         if cold:
-            with self.engine.lock:
-                self.engine.cache.clear()
+            self.engine.clear_prefix_cache()
         clock = _PrefillClock(self.engine)
         params = replace(self.params, max_new_tokens=span)
         started = time.perf_counter()

@@ -52,8 +52,7 @@ def run_config(
         )
         # Every task is a cold request (prefill included): the configurations see the same prompts, and a cache
         # that still held them from the previous configuration would time that one cold and this one warm.
-        with engine.lock:
-            engine.cache.clear()
+        engine.clear_prefix_cache()
         res = infill(engine, task.prefix, task.suffix, config.mode, params, stop_rule=rule, token_healing=token_healing)
         gen = res.generation
         em.append(exact_match(res.text, task.target))

@@ -107,3 +107,12 @@ def test_engine_cache_respects_byte_budget(tiny_model_dir):
         generate(eng, ids, "ar", GenerationParams(max_new_tokens=2))
         assert eng.cache.bytes_used <= budget
     assert eng.cache.stats.evicted_pages > 0
+
+
+def test_clearing_the_prefix_cache_makes_the_next_request_cold(tiny_model_dir):
+    eng = Engine.from_folder(tiny_model_dir, EngineOptions(page_size=4))
+    ids = eng.tokenizer.encode("for i in range(10):\n    print(i, add(i, i))\n" * 3)
+    generate(eng, ids, "ar", GenerationParams(max_new_tokens=2))
+    assert generate(eng, ids, "ar", GenerationParams(max_new_tokens=2)).cached_prompt_tokens > 0
+    eng.clear_prefix_cache()
+    assert generate(eng, ids, "ar", GenerationParams(max_new_tokens=2)).cached_prompt_tokens == 0

@@ -59,7 +59,7 @@ def run_config(
         es.append(edit_similarity(res.text, task.target))
         latency.append(gen.latency_ms)
         tokens += len(gen.token_ids)
-        passes += gen.forward_passes - 1  # decoding passes; the prefill is the same for every decoder
+        passes += gen.forward_passes  # the prefill counts as one: AR's gives the first token, block's is its first step
         if config.mode == "block" and gen.commit_steps:
             arness.append(leftmost_commit_fraction(gen.commit_steps, config.block_size))
             tau = position_order_tau(gen.commit_steps, config.block_size)
@@ -78,8 +78,8 @@ def run_config(
         "edit_similarity": round(mean(es), 4) if es else None,
         # Standard error of the mean edit similarity: differences well inside ~2 of these are noise.
         "edit_similarity_se": round(statistics.stdev(es) / math.sqrt(len(es)), 4) if len(es) > 1 else None,
-        # Generated tokens per decoding pass (prefill excluded; the first token comes from the prefill).
-        "tokens_per_forward": round(tokens / max(1, passes + len(tasks)), 4),
+        # Generated tokens per forward pass, the prefill counted as one pass per request.
+        "tokens_per_forward": round(tokens / max(1, passes), 4),
         "ar_ness_leftmost_fraction": round(mean(arness), 4) if arness else None,
         "ar_ness_kendall_tau": round(mean(taus), 4) if taus else None,
         "latency_ms_p50": round(statistics.median(latency), 2) if latency else None,

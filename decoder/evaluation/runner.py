@@ -42,6 +42,7 @@ def run_config(
     progress: bool = True,
 ) -> dict:
     em, es, latency, tokens, passes, arness, taus, samples = [], [], [], 0, 0, [], [], []
+    cached = 0  # prompt tokens served from the prefix cache: 0, every request is cold
     for task in tqdm(tasks, desc=config.label, disable=not progress, leave=False):
         rule = completion_stop_rule(multiline=task.kind != "line", indent=task.indent, max_lines=16)
         params = GenerationParams(
@@ -59,6 +60,7 @@ def run_config(
         es.append(edit_similarity(res.text, task.target))
         latency.append(gen.latency_ms)
         tokens += len(gen.token_ids)
+        cached += gen.cached_prompt_tokens
         passes += gen.forward_passes  # the prefill counts as one: AR's gives the first token, block's is its first step
         if config.mode == "block" and gen.commit_steps:
             arness.append(leftmost_commit_fraction(gen.commit_steps, config.block_size))
@@ -82,6 +84,7 @@ def run_config(
         "tokens_per_forward": round(tokens / max(1, passes), 4),
         "ar_ness_leftmost_fraction": round(mean(arness), 4) if arness else None,
         "ar_ness_kendall_tau": round(mean(taus), 4) if taus else None,
+        "cached_prompt_tokens": cached,
         "latency_ms_p50": round(statistics.median(latency), 2) if latency else None,
         "latency_ms_p90": round(_percentile(latency, 0.9), 2) if latency else None,
         "samples": samples,

@@ -96,4 +96,5 @@ def test_eval_report_has_every_metric(tiny_model_dir, tmp_path):
         assert loose["tokens_per_forward"] > strict["tokens_per_forward"]
         for row in rows:
             assert 0 <= row["exact_match"] <= 1 and 0 <= row["edit_similarity"] <= 1
+            assert row["cached_prompt_tokens"] == 0  # every task a cold request, though configurations share prompts
             assert 0 <= row["edit_similarity_se"] <= 0.5 / math.sqrt(row["tasks"] - 1)  # a [0, 1] score's bound

@@ -84,6 +84,9 @@ describe('parafill in VS Code (code-server + headless Chromium)', () => {
         'parafill.server.path': serverExecutable(),
         'parafill.model': testModelFolder(),
         'parafill.timeBudgetMs': 3000,
+        // fp32, not the bf16 default of CPUs with native bf16: the random model's long, loop-free explanation
+        // that the Explain tests rely on was measured in fp32 (in bf16 one ended before Cancel was clicked).
+        'parafill.dtype': 'float32',
         'parafill.explain.maxTokens': 160,
       },
     });

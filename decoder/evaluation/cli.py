@@ -77,9 +77,10 @@ def run_eval(args: argparse.Namespace, engine, model_name: str) -> dict:
 
 
 def _format_row(kind: str, row: dict) -> str:
-    arness, se = row["ar_ness_leftmost_fraction"], row.get("edit_similarity_se")
+    arness, se, em_se = row["ar_ness_leftmost_fraction"], row.get("edit_similarity_se"), row.get("exact_match_se")
     return (
-        f"{kind:>5} {row['config']:<20} EM {row['exact_match'] * 100:5.1f}%  ES {row['edit_similarity']:.3f}"
+        f"{kind:>5} {row['config']:<20} EM {row['exact_match'] * 100:5.1f}%"
+        f"{'' if em_se is None else f' ±{em_se * 100:.1f}'}  ES {row['edit_similarity']:.3f}"
         f"{'' if se is None else f' ±{se:.3f}'}  "
         f"tok/fwd {row['tokens_per_forward']:.2f}  AR-ness {'-' if arness is None else f'{arness:.2f}'}  "
         f"p50 {row['latency_ms_p50']:.0f} ms"

@@ -1,10 +1,14 @@
-"""Quality vs tokens-per-forward for every decode configuration (one PNG): exact match and edit similarity."""
+"""Quality vs tokens-per-forward for every decode configuration (one PNG): exact match and edit similarity.
+
+Each point carries an error bar of two standard errors (about a 95% interval): the axes autoscale to the
+points, and without the bars a difference well inside the noise would look like a gap."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-_METRICS = (("exact_match", 100, "exact match (%)"), ("edit_similarity", 1, "edit similarity"))
+# (report key, scale, axis label, smallest y-axis top: all-zero scores still get a readable axis)
+_METRICS = (("exact_match", 100, "exact match (%)", 5.0), ("edit_similarity", 1, "edit similarity", 0.25))
 
 
 def plot_quality_vs_parallelism(report: dict, path: str | Path) -> None:
@@ -16,15 +20,24 @@ def plot_quality_vs_parallelism(report: dict, path: str | Path) -> None:
     kinds = list(report["kinds"].items())
     fig, axes = plt.subplots(len(_METRICS), len(kinds), figsize=(6 * len(kinds), 8), squeeze=False)
     for column, (kind, rows) in enumerate(kinds):
-        for line, (key, scale, label) in enumerate(_METRICS):
+        for line, (key, scale, label, min_top) in enumerate(_METRICS):
             ax = axes[line][column]
+            top = min_top
             for row in rows:
                 marker = "s" if row["mode"] == "ar" else "o"
                 point = (row["tokens_per_forward"], row[key] * scale)
-                ax.scatter(*point, marker=marker, s=60)
-                ax.annotate(row["config"], point, textcoords="offset points", xytext=(5, 5), fontsize=8)
+                se = row.get(f"{key}_se")
+                yerr = None if se is None else 2 * se * scale
+                ax.errorbar(*point, yerr=yerr, fmt=marker, markersize=7, capsize=4, label=row["config"])
+                top = max(top, point[1] + (yerr or 0))
+            # From zero, with a line at one token per pass: the scale of the gain is what the picture is for.
+            widest = max(row["tokens_per_forward"] for row in rows)
+            ax.axvline(1.0, color="grey", linestyle=":", linewidth=1)
+            ax.set_xlim(0, max(2.0, widest * 1.15))
+            ax.set_ylim(0, max(min_top, top * 1.1))
+            ax.legend(fontsize=8, loc="lower right")
             ax.set_xlabel("generated tokens per forward pass")
-            ax.set_ylabel(label)
+            ax.set_ylabel(f"{label}, ± 2 standard errors")
             ax.set_title(f"{kind} tasks ({rows[0]['tasks']})")
             ax.grid(alpha=0.3)
     fig.suptitle(f"parafill eval: {report['model']}")

@@ -77,6 +77,8 @@ def run_config(
         "block_size": config.block_size,
         "tasks": len(tasks),
         "exact_match": round(mean(em), 4) if em else None,
+        # Binomial standard error of the exact-match rate.
+        "exact_match_se": round(math.sqrt(mean(em) * (1 - mean(em)) / len(em)), 4) if em else None,
         "edit_similarity": round(mean(es), 4) if es else None,
         # Standard error of the mean edit similarity: differences well inside ~2 of these are noise.
         "edit_similarity_se": round(statistics.stdev(es) / math.sqrt(len(es)), 4) if len(es) > 1 else None,

@@ -98,3 +98,5 @@ def test_eval_report_has_every_metric(tiny_model_dir, tmp_path):
             assert 0 <= row["exact_match"] <= 1 and 0 <= row["edit_similarity"] <= 1
             assert row["cached_prompt_tokens"] == 0  # every task a cold request, though configurations share prompts
             assert 0 <= row["edit_similarity_se"] <= 0.5 / math.sqrt(row["tasks"] - 1)  # a [0, 1] score's bound
+            p = row["exact_match"]
+            assert row["exact_match_se"] == pytest.approx(math.sqrt(p * (1 - p) / row["tasks"]), abs=1e-4)

@@ -1,4 +1,11 @@
-"""Autoregressive decoding on the shared engine: one token per forward pass, streamed as it comes."""
+"""Autoregressive decoding on the shared engine, streamed as tokens come.
+
+One token per forward pass, or more with prompt lookup (`GenerationParams.lookup_tokens`, greedy only): each
+pass appends the next token together with a draft of the tokens after it (decoder/lookup.py), and the
+pass's own predictions decide how much of the draft to keep: a drafted token is kept while it is the
+token greedy decoding would have chosen there, and the first prediction that disagrees is the next token.
+So the output is greedy decoding's; only the number of passes changes.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +13,7 @@ import time
 
 from decoder.engine import Engine, PrefillInterrupted
 from decoder.generation import GenerationControl, GenerationParams, GenerationResult
+from decoder.lookup import PromptLookup
 from decoder.sampling import choose_token, make_generator
 
 
@@ -20,31 +28,52 @@ def decode_ar(
     except PrefillInterrupted as stop:
         return GenerationResult.interrupted_prefill("ar", stop.reason, len(prompt_ids), started)
     generator = make_generator(params)
+    # Sampled tokens cannot be checked against a draft by argmax: sampling decodes one token per pass.
+    lookup = PromptLookup(prompt_ids) if params.lookup_tokens and generator is None else None
     out: list[int] = []
     steps: list[int] = []
-    stop_reason = "length"
-    while len(out) < params.max_new_tokens:
-        logits = engine.next_token_logits(seq)
-        if not out and control.first_token_allowed is not None:
-            logits = logits.masked_fill(~control.first_token_allowed.to(logits.device), float("-inf"))
-        token = choose_token(logits, params, generator)
+
+    def take(token: int) -> str | None:
+        """Append a final token (committed by the latest pass); a reason to stop, or None."""
         if token in params.stop_token_ids:
-            stop_reason = "stop_token"
-            break
+            return "stop_token"
         out.append(token)
         steps.append(seq.forward_passes)
         if control.on_tokens is not None:
             control.on_tokens([token])
         if control.stop_at is not None and (keep := control.stop_at(out)) is not None:
             del out[keep:], steps[keep:]
-            stop_reason = "stop_rule"
+            return "stop_rule"
+        return "length" if len(out) == params.max_new_tokens else None
+
+    logits = engine.next_token_logits(seq)
+    if control.first_token_allowed is not None:
+        logits = logits.masked_fill(~control.first_token_allowed.to(logits.device), float("-inf"))
+    token = choose_token(logits, params, generator)
+    while True:
+        if (stop_reason := take(token)) or (stop_reason := control.check()):
             break
-        if len(out) == params.max_new_tokens:
+        draft: list[int] = []
+        if lookup is not None:
+            lookup.extend([token])
+            draft = lookup.draft(min(params.lookup_tokens, params.max_new_tokens - len(out)))
+        hidden = engine.verify(seq, [token, *draft])
+        if not draft:
+            token = choose_token(engine.logits(hidden[-1]), params, generator)
+            continue
+        predicted = engine.logits(hidden).argmax(-1).tolist()  # row i: greedy choice after [token, *draft][i]
+        kept = 0
+        while kept < len(draft) and predicted[kept] == draft[kept]:
+            kept += 1
+        if kept < len(draft):
+            engine.truncate(seq, seq.length - len(draft) + kept, hidden[kept])
+        for drafted in draft[:kept]:
+            if stop_reason := take(drafted):
+                break
+        if stop_reason:
             break
-        if reason := control.check():
-            stop_reason = reason
-            break
-        engine.step(seq, [token], [])
+        lookup.extend(draft[:kept])
+        token = predicted[kept]
     engine.finish(seq)
     return GenerationResult(
         mode="ar",

@@ -120,6 +120,12 @@ class BlockCausalEngine(Engine):
             raise BlockLayoutError("the open block must start on the block grid")
         return super().step(seq, commit_ids, block_ids)
 
+    def verify(self, seq: Sequence, ids: list[int]) -> Tensor:
+        raise BlockLayoutError(
+            f"this checkpoint's KV layout is block-causal (blocks of {self.block_size}): tokens cannot be "
+            "appended one at a time, so AR decoding (speculative or not) is not available; use block decoding"
+        )
+
     def next_token_logits(self, seq: Sequence) -> Tensor:
         if getattr(seq, "open_tokens", None):
             raise BlockLayoutError(

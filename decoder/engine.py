@@ -1,7 +1,8 @@
 """The shared engine: one model, one radix prefix cache, and per-request KV buffers.
 
 Both decoders talk to the model only through `Engine.start` (prefill a prompt, reusing the prefix cache)
-and `Engine.step` (one forward pass: commit some tokens causally and/or look at a noisy block).
+and `Engine.step` (one forward pass: commit some tokens causally and/or look at a noisy block); the AR
+decoder's speculative passes use `Engine.verify` and `Engine.truncate`.
 Every model call holds `self.lock`, so requests from several threads interleave between forward passes.
 
 Who runs the forward pass is a `ForwardRunner`: `TorchRunner` (the model itself, CPU or CUDA) or the ONNX
@@ -216,6 +217,30 @@ class Engine:
                 seq.last_hidden = hidden[len(commit_ids) - 1]
             seq.forward_passes += 1
             return hidden[len(commit_ids) :]
+
+    def verify(self, seq: Sequence, ids: list[int]) -> Tensor:
+        """One forward pass appending `ids` causally: the next token and a draft of the ones after it
+        (speculative AR decoding). Returns every token's final hidden state [len(ids), hidden]; row i
+        predicts the token after ids[i]. `truncate` then forgets the part of the draft that is not kept."""
+        if not ids:
+            raise ValueError("nothing to verify")
+        if seq.length + len(ids) > seq.capacity:
+            raise ValueError(f"sequence capacity {seq.capacity} exceeded")
+        with self.lock, torch.inference_mode():
+            hidden = self._forward(seq, ids, n_causal=len(ids))
+            seq.tokens.extend(ids)
+            seq.last_hidden = hidden[-1]
+            seq.forward_passes += 1
+            return hidden
+
+    def truncate(self, seq: Sequence, length: int, last_hidden: Tensor) -> None:
+        """Keep the first `length` tokens; `last_hidden` is the kept last token's output. The dropped tokens'
+        keys and values stay in the buffer past the end, where the next pass overwrites them and no
+        attention reads them, and the prefix cache only ever takes `seq.tokens`."""
+        if not 0 < length <= seq.length:
+            raise ValueError(f"cannot truncate a sequence of {seq.length} tokens to {length}")
+        del seq.tokens[length:]
+        seq.last_hidden = last_hidden
 
     def logits(self, hidden: Tensor) -> Tensor:
         """fp32 logits for hidden states [..., hidden]; tokens that are never output get -inf."""

@@ -24,6 +24,9 @@ class GenerationParams:
     top_p: float = 1.0
     seed: int | None = None
     stop_token_ids: frozenset[int] = frozenset()
+    # AR only, greedy only: draft up to this many tokens by prompt lookup (decoder/lookup.py) and check them
+    # in the same pass as the next token; the output is the same as without. 0: off.
+    lookup_tokens: int = 0
 
     def validate(self) -> None:
         if self.max_new_tokens < 1:
@@ -36,6 +39,8 @@ class GenerationParams:
             raise ValueError("fallback_window must be >= 1")
         if self.sub_block_size is not None and not 1 <= self.sub_block_size <= self.block_size:
             raise ValueError("sub_block_size must be in [1, block_size]")
+        if self.lookup_tokens < 0:
+            raise ValueError("lookup_tokens must be >= 0")
         if self.temperature < 0 or not 0.0 < self.top_p <= 1.0:
             raise ValueError("temperature must be >= 0 and top_p in (0, 1]")
 

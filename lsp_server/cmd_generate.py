@@ -55,6 +55,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sub-block-size", type=int, default=None, help="commit sub-blocks left to right")
     parser.add_argument("--threshold", type=float, default=None, help="default: the model family's (0.9)")
     parser.add_argument("--fallback-window", type=int, default=None)
+    parser.add_argument(
+        "--lookup", type=int, default=0, help="AR: draft up to this many tokens by prompt lookup per pass (greedy)"
+    )
     parser.add_argument("--temperature", type=float, default=0.0)
     parser.add_argument("--top-p", type=float, default=1.0)
     parser.add_argument("--seed", type=int, default=None)
@@ -93,6 +96,7 @@ def run(args: argparse.Namespace) -> int:
             sub_block_size=args.sub_block_size,
             threshold=args.threshold,
             fallback_window=args.fallback_window,
+            lookup_tokens=args.lookup,
             temperature=args.temperature,
             top_p=args.top_p,
             seed=args.seed,
@@ -133,6 +137,7 @@ def _check_numbers(args: argparse.Namespace) -> None:
         "block_size": args.block_size,
         "threshold": args.threshold,
         "fallback_window": args.fallback_window,
+        "lookup_tokens": args.lookup,
         "temperature": args.temperature,
         "top_p": args.top_p,
     }

@@ -82,7 +82,9 @@ def run_explain(
     engine = routes.explain
     truncated = len(code) > settings.explain_max_chars
     prompt, cut = _fitted_prompt(routes, code[: settings.explain_max_chars], settings.explain_max_tokens)
-    params = routes.params_for("explain", max_new_tokens=settings.explain_max_tokens)
+    params = routes.params_for(
+        "explain", max_new_tokens=settings.explain_max_tokens, lookup_tokens=settings.lookup_tokens
+    )
     eot = engine.tokenizer.special.end_of_text
     params.stop_token_ids = params.stop_token_ids | ({eot} if eot is not None else set())
     mode = routes.mode_for("explain", params)

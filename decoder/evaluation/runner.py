@@ -21,10 +21,13 @@ class DecodeConfig:
     mode: str  # "ar" or "block"
     threshold: float = 0.9
     block_size: int = 8
+    lookup_tokens: int = 0  # AR with prompt-lookup drafts (decoder/lookup.py): greedy AR's tokens, fewer passes
 
     @property
     def label(self) -> str:
-        return "ar" if self.mode == "ar" else f"block B={self.block_size} t={self.threshold:g}"
+        if self.mode == "ar":
+            return f"ar lookup {self.lookup_tokens}" if self.lookup_tokens else "ar"
+        return f"block B={self.block_size} t={self.threshold:g}"
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -50,6 +53,7 @@ def run_config(
             block_size=config.block_size,
             threshold=config.threshold,
             fallback_window=fallback_window,
+            lookup_tokens=config.lookup_tokens,
         )
         # Every task is a cold request (prefill included): the configurations see the same prompts, and a cache
         # that still held them from the previous configuration would time that one cold and this one warm.

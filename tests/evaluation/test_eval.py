@@ -100,3 +100,16 @@ def test_eval_report_has_every_metric(tiny_model_dir, tmp_path):
             assert 0 <= row["edit_similarity_se"] <= 0.5 / math.sqrt(row["tasks"] - 1)  # a [0, 1] score's bound
             p = row["exact_match"]
             assert row["exact_match_se"] == pytest.approx(math.sqrt(p * (1 - p) / row["tasks"]), abs=1e-4)
+
+
+def test_eval_lookup_row_scores_as_ar_in_fewer_passes(tiny_model_dir):
+    parser = argparse.ArgumentParser()
+    add_eval_arguments(parser)
+    args = parser.parse_args(
+        ["--kinds", "block", "--limit", "3", "--thresholds", "", "--bpb-tokens", "0", "--lookup", "8"]
+    )
+    ar, lookup = run_eval(args, Engine.from_folder(tiny_model_dir), "tiny")["kinds"]["block"]
+    assert (ar["config"], lookup["config"]) == ("ar", "ar lookup 8")
+    assert [s["prediction"] for s in lookup["samples"]] == [s["prediction"] for s in ar["samples"]]
+    assert lookup["exact_match"] == ar["exact_match"] and lookup["edit_similarity"] == ar["edit_similarity"]
+    assert lookup["tokens_per_forward"] > ar["tokens_per_forward"]

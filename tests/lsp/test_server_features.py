@@ -109,6 +109,24 @@ async def test_an_explanation_that_loops_is_ended_there(shared):
     assert unstopped["text"].startswith(stopped["text"])  # the same greedy text, ended where it loops
 
 
+async def test_explain_drafts_by_prompt_lookup_give_the_same_text_in_fewer_passes(tiny_model_dir):
+    # fp32: the server's bf16 default may round a pass over a draft differently from a one-token pass, and a
+    # random model's logits are full of near ties, so only fp32 promises the very same text.
+    session = await Session().start(tiny_options(tiny_model_dir, dtype="float32"))
+    try:
+        uri = doc_uri("lookup.py")
+        session.open(uri, SAMPLE.read_text())
+        drafted = await session.request("parafill/explain", _explain_params(uri))  # lookupTokens: default, 8
+        session.client.workspace_did_change_configuration(
+            types.DidChangeConfigurationParams(settings={"parafill": {"lookupTokens": 0}})
+        )
+        plain = await session.request("parafill/explain", _explain_params(uri))
+    finally:
+        await session.stop()
+    assert drafted["text"] == plain["text"] and drafted["tokens"] == plain["tokens"] == 256
+    assert plain["forward_passes"] == 256 and drafted["forward_passes"] < plain["forward_passes"]
+
+
 async def test_explain_can_be_cancelled_and_its_work_stops(shared):
     uri = doc_uri("cancel.py")
     shared.open(uri, SAMPLE.read_text())

@@ -59,6 +59,13 @@ def test_greedy_tokens_are_identical(torch_engine: Engine, onnx_engine: Engine, 
     assert ours.forward_passes == ref.forward_passes
 
 
+def test_lookup_drafts_over_onnx_give_the_torch_tokens(torch_engine: Engine, onnx_engine: Engine):
+    ids = torch_engine.tokenizer.encode(PROMPT)
+    ours = generate(onnx_engine, ids, "ar", GenerationParams(max_new_tokens=32, lookup_tokens=8))
+    ref = generate(torch_engine, ids, "ar", GenerationParams(max_new_tokens=32))
+    assert ours.token_ids == ref.token_ids
+
+
 def test_prefix_cache_works_over_onnx_kv_buffers(tiny_model_dir, torch_engine: Engine, onnx_available):
     """The radix cache copies pages out of and into the runner's (token-major) buffers."""
     engine = Engine.from_folder(tiny_model_dir, EngineOptions(backend="onnx", page_size=4))

@@ -25,6 +25,7 @@ export const SERVER_KEYS: Record<string, string> = {
   'explain.maxTokens': 'explainMaxTokens',
   'explain.timeBudgetMs': 'explainTimeBudgetMs',
   'explain.stopOnLoop': 'explainStopOnLoop',
+  lookupTokens: 'lookupTokens',
   maxDocumentKb: 'maxDocumentKb',
   'remote.url': 'remoteUrl',
   'remote.model': 'remoteModel',

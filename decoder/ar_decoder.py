@@ -39,11 +39,11 @@ def decode_ar(
             return "stop_token"
         out.append(token)
         steps.append(seq.forward_passes)
+        if control.stop_at is not None and (keep := control.stop_at(out)) is not None:
+            del out[keep:], steps[keep:]  # what the rule cuts off was never final: it is not streamed
+            return "stop_rule"
         if control.on_tokens is not None:
             control.on_tokens([token])
-        if control.stop_at is not None and (keep := control.stop_at(out)) is not None:
-            del out[keep:], steps[keep:]
-            return "stop_rule"
         return "length" if len(out) == params.max_new_tokens else None
 
     logits = engine.next_token_logits(seq)

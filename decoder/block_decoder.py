@@ -39,13 +39,15 @@ class _Output:
                 tokens, steps = tokens[:i], steps[:i]
                 self.stop_reason = "stop_token"
                 break
+        before = len(self.token_ids)
         self.token_ids.extend(tokens)
         self.commit_steps.extend(steps)
-        if tokens and self.control.on_tokens is not None:
-            self.control.on_tokens(list(tokens))
         if self.control.stop_at is not None and (keep := self.control.stop_at(self.token_ids)) is not None:
             del self.token_ids[keep:], self.commit_steps[keep:]
             self.stop_reason = "stop_rule"
+        # Only what the stop rule keeps is final, and only final tokens are streamed.
+        if len(self.token_ids) > before and self.control.on_tokens is not None:
+            self.control.on_tokens(self.token_ids[before:])
         return self.stop_reason is not None
 
     def advance(self, block: list[int], steps: list[int], masked: torch.Tensor, final: int, limit: int) -> int:

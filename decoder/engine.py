@@ -256,7 +256,9 @@ class Engine:
             special.fim_prefix,
             special.fim_suffix,
             special.fim_middle,
+            special.fim_pad,
             special.explain_code,
+            special.explain_text,
         } - {None}
         banned = {t for t in banned if t < self.model.config.vocab_size}
         if not banned:

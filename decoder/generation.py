@@ -53,7 +53,8 @@ class GenerationControl:
     interrupt: Callable[[], str | None] | None = None
     # Streaming: called with the newly final tokens (a contiguous extension of the output).
     on_tokens: Callable[[list[int]], None] | None = None
-    # Inline rules: given the final tokens so far, return how many to keep if generation should stop here.
+    # Inline rules: given the tokens so far, return how many to keep if generation should stop here. Checked
+    # before streaming: tokens it cuts off are never passed to on_tokens.
     stop_at: Callable[[list[int]], int | None] | None = None
     # Token healing: ids allowed as the first generated token (None: any).
     first_token_allowed: torch.Tensor | None = None
@@ -97,3 +98,19 @@ class GenerationResult:
         out["tokens_per_forward"] = round(self.tokens_per_forward, 4)
         out["latency_ms"] = round(self.latency_ms, 3)
         return out
+
+
+StopAt = Callable[[list[int]], int | None]
+
+
+def earliest_stop(*rules: StopAt | None) -> StopAt | None:
+    """A stop_at rule that stops where the first of `rules` would (None entries are skipped; None if none)."""
+    active = [r for r in rules if r is not None]
+    if len(active) <= 1:
+        return active[0] if active else None
+
+    def stop_at(ids: list[int]) -> int | None:
+        cuts = [cut for r in active if (cut := r(ids)) is not None]
+        return min(cuts) if cuts else None
+
+    return stop_at

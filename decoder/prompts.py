@@ -7,6 +7,7 @@ cursor then changes only the tail of the prompt, and the prefix cache keeps the 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from weakref import WeakKeyDictionary
 
@@ -118,6 +119,30 @@ def explain_prompt(tokenizer: TextTokenizer, code: str) -> Prompt:
     return Prompt(ids=[sp.explain_code, *tokenizer.encode(code), sp.explain_text])
 
 
+_CLOSING_QUOTES = ('"""', "'''")
+
+
+def stop_before_closing_quotes(tokenizer: TextTokenizer) -> Callable[[list[int]], int | None]:
+    """A stop_at rule for answers in our explain format, which are a docstring's text: that text cannot hold
+    the docstring's closing quotes, so a model that writes them has finished the answer and gone on to the
+    code after it. Keeps the tokens before the one the quotes start in."""
+
+    def stop_at(ids: list[int]) -> int | None:
+        # Quotes just written lie within the last few tokens; decode the whole answer only once they are there.
+        if not any(q in tokenizer.decode(ids[-4:]) for q in _CLOSING_QUOTES):
+            return None
+        text = tokenizer.decode(ids)
+        found = [i for q in _CLOSING_QUOTES if (i := text.find(q)) >= 0]
+        if not found:
+            return None
+        keep = 0
+        while len(tokenizer.decode(ids[: keep + 1])) <= min(found):
+            keep += 1
+        return keep
+
+    return stop_at
+
+
 EXPLAIN_INSTRUCTION = "Explain what the following code does, briefly and precisely."
 
 
@@ -136,10 +161,14 @@ def chat_explain_prompt(
     return Prompt(ids=tokenizer.encode(render_chat(tokenizer, messages)))
 
 
+def has_explain_tokens(tokenizer: TextTokenizer) -> bool:
+    """Whether explain prompts use our own format (`explain_prompt`): the tokenizer has both explain tokens."""
+    return tokenizer.special.explain_code is not None and tokenizer.special.explain_text is not None
+
+
 def build_explain_prompt(tokenizer: TextTokenizer, code: str, language: str = "python") -> Prompt:
     """Our explain tokens when the tokenizer has them, else the chat template, else a plain comment cue."""
-    sp = tokenizer.special
-    if sp.explain_code is not None and sp.explain_text is not None:
+    if has_explain_tokens(tokenizer):
         return explain_prompt(tokenizer, code)
     if tokenizer.chat_template is not None:
         return chat_explain_prompt(tokenizer, code, language)

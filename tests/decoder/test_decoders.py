@@ -114,6 +114,26 @@ def test_streaming_callback_sees_every_final_token_in_order(engine):
             GenerationControl(on_tokens=seen.extend),
         )
         assert seen == res.token_ids
+        # Tokens a stop rule cuts off were never final: they are not streamed either (here the rule ends the
+        # answer before a token that block decoding makes final together with the ones before it).
+        seen.clear()
+        marker = res.token_ids[3]
+        first = res.token_ids.index(marker)
+        cut = generate(
+            engine,
+            ids,
+            mode,
+            GenerationParams(max_new_tokens=12, block_size=4),
+            GenerationControl(on_tokens=seen.extend, stop_at=lambda t, m=marker: t.index(m) if m in t else None),
+        )
+        assert seen == cut.token_ids == res.token_ids[:first]
+
+
+def test_prompt_format_tokens_are_never_generated(engine):
+    special = engine.tokenizer.special
+    for token in (special.mask, special.fim_prefix, special.fim_middle, special.explain_code, special.explain_text):
+        assert torch.isinf(engine.logit_bias[token])
+    assert not torch.isinf(engine.logit_bias[special.end_of_text])  # it ends an answer: a stop token
 
 
 def test_interrupt_stops_between_passes(engine):

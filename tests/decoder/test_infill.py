@@ -1,4 +1,4 @@
-"""FIM prompts, token healing and text stop rules."""
+"""FIM prompts, token healing, text stop rules, and where an explanation ends."""
 
 from __future__ import annotations
 
@@ -7,7 +7,14 @@ import pytest
 from decoder.engine import Engine
 from decoder.generation import GenerationParams
 from decoder.infill import completion_stop_rule, infill, stop_at_block_end, stop_at_line_end
-from decoder.prompts import PromptFormatError, explain_prompt, fim_prompt, heal, heal_indentation
+from decoder.prompts import (
+    PromptFormatError,
+    explain_prompt,
+    fim_prompt,
+    heal,
+    heal_indentation,
+    stop_before_closing_quotes,
+)
 
 
 @pytest.fixture(scope="module")
@@ -134,3 +141,16 @@ def test_fim_needs_fim_tokens(engine, monkeypatch):
     monkeypatch.setattr(engine.tokenizer, "special", replace(engine.tokenizer.special, fim_middle=None))
     with pytest.raises(PromptFormatError):
         fim_prompt(engine.tokenizer, "a", "b")
+
+
+@pytest.mark.parametrize("quotes", ['"""', "'''"])
+def test_an_explanation_ends_before_the_docstring_s_closing_quotes(engine, quotes):
+    tok = engine.tokenizer
+    rule = stop_before_closing_quotes(tok)
+    ids = tok.encode(f"Return the sum of a and b.\n    {quotes}\n    return a + b\n")
+    fired = next(n for n in range(1, len(ids) + 1) if rule(ids[:n]) is not None)
+    keep = rule(ids[:fired])
+    assert quotes not in tok.decode(ids[: fired - 1]) and quotes in tok.decode(ids[:fired])  # as soon as written
+    assert tok.decode(ids[:keep]).rstrip() == "Return the sum of a and b."
+    plain = tok.encode("Return the sum of a and b, as in \"a\" + 'b'.\n")
+    assert all(rule(plain[:n]) is None for n in range(1, len(plain) + 1))

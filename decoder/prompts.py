@@ -7,6 +7,7 @@ cursor then changes only the tail of the prompt, and the prefix cache keeps the 
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
 from weakref import WeakKeyDictionary
@@ -112,11 +113,14 @@ def fim_prompt(
 
 
 def explain_prompt(tokenizer: TextTokenizer, code: str) -> Prompt:
-    """`<|explain_code|> code <|explain_text|>`: the answer follows, ended by end-of-text."""
+    """`<|explain_code|> code <|explain_text|>`: the answer follows, ended by end-of-text. The code is laid out
+    as in training (decoder/training/corpus.explain_example): dedented, no blank lines around it, a newline
+    before <|explain_text|>; so a method selected inside its class reads like any function."""
     sp = tokenizer.special
     if sp.explain_code is None or sp.explain_text is None:
         raise PromptFormatError("the tokenizer has no explain tokens (<|explain_code|>, <|explain_text|>)")
-    return Prompt(ids=[sp.explain_code, *tokenizer.encode(code), sp.explain_text])
+    code = textwrap.dedent(code).strip("\n")
+    return Prompt(ids=[sp.explain_code, *tokenizer.encode(code + "\n"), sp.explain_text])
 
 
 _CLOSING_QUOTES = ('"""', "'''")

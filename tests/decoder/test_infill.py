@@ -33,6 +33,16 @@ def test_spm_and_psm_layouts(engine):
     assert e.ids[0] == sp.explain_code and e.ids[-1] == sp.explain_text
 
 
+def test_explain_prompt_lays_the_code_out_as_training_did(engine):
+    from decoder.training.corpus import explain_example
+
+    tok, sp = engine.tokenizer, engine.tokenizer.special
+    method = "\n    def size(self):\n        return len(self.items)\n\n"  # selected inside its class
+    trained = tok.encode(explain_example("def size(self):\n    return len(self.items)", "doc"))
+    ids = explain_prompt(tok, method).ids
+    assert ids == trained[: trained.index(sp.explain_text) + 1]
+
+
 def test_healing_backs_off_the_last_token_and_allows_only_extensions(engine):
     tok = engine.tokenizer
     ids = tok.encode("self.ite")

@@ -8,13 +8,14 @@ cursor then changes only the tail of the prompt, and the prefix cache keeps the 
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Callable
 from dataclasses import dataclass
 from weakref import WeakKeyDictionary
 
 import torch
 from torch import Tensor
 
+from decoder.generation import StopAt, earliest_stop
+from decoder.repetition import stop_on_loop
 from decoder.tokenizer import TextTokenizer
 
 FIM_ORDERS = ("spm", "psm")
@@ -126,7 +127,7 @@ def explain_prompt(tokenizer: TextTokenizer, code: str) -> Prompt:
 _CLOSING_QUOTES = ('"""', "'''")
 
 
-def stop_before_closing_quotes(tokenizer: TextTokenizer) -> Callable[[list[int]], int | None]:
+def stop_before_closing_quotes(tokenizer: TextTokenizer) -> StopAt:
     """A stop_at rule for answers in our explain format, which are a docstring's text: that text cannot hold
     the docstring's closing quotes, so a model that writes them has finished the answer and gone on to the
     code after it. Keeps the tokens before the one the quotes start in."""
@@ -145,6 +146,15 @@ def stop_before_closing_quotes(tokenizer: TextTokenizer) -> Callable[[list[int]]
         return keep
 
     return stop_at
+
+
+def explain_stop_rule(tokenizer: TextTokenizer, stop_on_loops: bool = True) -> StopAt | None:
+    """Where an explanation ends besides end-of-text: where it starts looping (it would not recover), and in
+    our explain format before closing docstring quotes."""
+    return earliest_stop(
+        stop_on_loop() if stop_on_loops else None,
+        stop_before_closing_quotes(tokenizer) if has_explain_tokens(tokenizer) else None,
+    )
 
 
 EXPLAIN_INSTRUCTION = "Explain what the following code does, briefly and precisely."

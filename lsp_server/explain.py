@@ -75,9 +75,8 @@ def run_explain(
     interrupt: Callable[[], str | None] | None = None,
     on_text: Callable[[str], None] | None = None,
 ) -> ExplainAnswer:
-    from decoder.generation import GenerationControl, earliest_stop
-    from decoder.prompts import has_explain_tokens, stop_before_closing_quotes
-    from decoder.repetition import stop_on_loop
+    from decoder.generation import GenerationControl
+    from decoder.prompts import explain_stop_rule
     from decoder.router import generate
 
     engine = routes.explain
@@ -93,10 +92,7 @@ def run_explain(
     control = GenerationControl(
         interrupt=interrupt,
         on_tokens=stream.push,
-        stop_at=earliest_stop(
-            stop_on_loop() if settings.explain_stop_on_loop else None,  # a loop never recovers
-            stop_before_closing_quotes(engine.tokenizer) if has_explain_tokens(engine.tokenizer) else None,
-        ),
+        stop_at=explain_stop_rule(engine.tokenizer, stop_on_loops=settings.explain_stop_on_loop),
         deadline=time.monotonic() + settings.explain_time_budget_ms / 1000,
     )
     result = generate(engine, prompt.ids, mode, params, control)

@@ -1,4 +1,5 @@
-"""`parafill eval`: AR and block diffusion at several thresholds, side by side, on held-out files."""
+"""`parafill eval`: AR and block diffusion at several thresholds, side by side, on held-out files; and the
+explain route on their documented functions."""
 
 from __future__ import annotations
 
@@ -10,12 +11,16 @@ import time
 
 from decoder.evaluation.plots import plot_quality_vs_parallelism
 from decoder.evaluation.runner import DecodeConfig, bits_per_byte, run_config
-from decoder.evaluation.tasks import build_tasks, load_tasks, stdlib_heldout_files
+from decoder.evaluation.tasks import build_tasks, explain_tasks, load_tasks, stdlib_heldout_files
 from decoder.families import CAUSAL
 
 
 def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--kinds", default="line,block", help="task kinds: line (rest of line), block")
+    parser.add_argument(
+        "--kinds",
+        default="line,block,explain",
+        help="task kinds: line (rest of line), block, explain (the explain route, AR configurations only)",
+    )
     parser.add_argument("--limit", type=int, default=100, help="tasks per kind")
     parser.add_argument("--thresholds", default="0.9,0.7,0.5", help="block-diffusion thresholds")
     parser.add_argument("--block-size", type=int, default=8)
@@ -52,6 +57,7 @@ def run_eval(args: argparse.Namespace, engine, model_name: str) -> dict:
         "heldout_files": [f.name for f in files],
         "edit_similarity": "1 - Levenshtein(prediction, target) / max(len), stripped",
         "exact_match": "prediction.split() == target.split()",
+        "explain_target": "explain tasks: the explanation's first non-empty line against the docstring's first line",
         "latency": "one cold request per task (prefix cache cleared): prefill and decoding",
         "token_healing": not args.no_healing,
         "fallback_window": fallback_window,
@@ -61,16 +67,20 @@ def run_eval(args: argparse.Namespace, engine, model_name: str) -> dict:
     if args.bpb_tokens:
         report["bits_per_byte"] = round(bits_per_byte(engine, [f.text for f in files], args.bpb_tokens), 4)
         print(f"bits per byte on held-out files: {report['bits_per_byte']}", file=sys.stderr)
-    max_new = {"line": 48, "block": 128}
+    max_new = {"line": 48, "block": 128, "explain": 128}
     for kind in kinds:
-        tasks = load_tasks(args.tasks) if args.tasks else build_tasks(files, kind, args.limit, args.seed)
-        tasks = [t for t in tasks if t.kind == kind][: args.limit]
+        if kind == "explain":  # the explain route decodes AR; block rows would measure no product path
+            tasks, kind_configs = explain_tasks(files, args.limit, args.seed), [c for c in configs if c.mode == "ar"]
+        else:
+            tasks = load_tasks(args.tasks) if args.tasks else build_tasks(files, kind, args.limit, args.seed)
+            tasks, kind_configs = [t for t in tasks if t.kind == kind][: args.limit], configs
         rows = []
-        for config in configs:
+        for config in kind_configs:
             row = run_config(engine, tasks, config, max_new, not args.no_healing, fallback_window)
             rows.append(row)
             print(_format_row(kind, row), file=sys.stderr)
-        report["kinds"][kind] = rows
+        if rows:
+            report["kinds"][kind] = rows
     report["seconds"] = round(time.perf_counter() - started, 1)
     if args.json:
         with open(args.json, "w") as f:

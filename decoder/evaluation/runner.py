@@ -1,4 +1,4 @@
-"""Run infill tasks through the decoders and aggregate quality, parallelism and latency."""
+"""Run infill and explain tasks through the decoders and aggregate quality, parallelism and latency."""
 
 from __future__ import annotations
 
@@ -11,9 +11,11 @@ from tqdm import tqdm
 
 from decoder.engine import Engine
 from decoder.evaluation.metrics import edit_similarity, exact_match, leftmost_commit_fraction, position_order_tau
-from decoder.evaluation.tasks import InfillTask
-from decoder.generation import GenerationParams
+from decoder.evaluation.tasks import ExplainTask, InfillTask
+from decoder.generation import GenerationControl, GenerationParams, GenerationResult
 from decoder.infill import completion_stop_rule, infill
+from decoder.prompts import build_explain_prompt, explain_stop_rule
+from decoder.router import generate
 
 
 @dataclass(frozen=True)
@@ -37,7 +39,7 @@ def _percentile(values: list[float], q: float) -> float:
 
 def run_config(
     engine: Engine,
-    tasks: list[InfillTask],
+    tasks: list[InfillTask] | list[ExplainTask],
     config: DecodeConfig,
     max_new_tokens: dict[str, int],
     token_healing: bool = True,
@@ -47,7 +49,6 @@ def run_config(
     em, es, latency, tokens, passes, arness, taus, samples = [], [], [], 0, 0, [], [], []
     cached = 0  # prompt tokens served from the prefix cache: 0, every request is cold
     for task in tqdm(tasks, desc=config.label, disable=not progress, leave=False):
-        rule = completion_stop_rule(multiline=task.kind != "line", indent=task.indent, max_lines=16)
         params = GenerationParams(
             max_new_tokens=max_new_tokens[task.kind],
             block_size=config.block_size,
@@ -58,10 +59,14 @@ def run_config(
         # Every task is a cold request (prefill included): the configurations see the same prompts, and a cache
         # that still held them from the previous configuration would time that one cold and this one warm.
         engine.clear_prefix_cache()
-        res = infill(engine, task.prefix, task.suffix, config.mode, params, stop_rule=rule, token_healing=token_healing)
-        gen = res.generation
-        em.append(exact_match(res.text, task.target))
-        es.append(edit_similarity(res.text, task.target))
+        if isinstance(task, ExplainTask):
+            prediction, gen = _explain(engine, task, config.mode, params)
+        else:
+            rule = completion_stop_rule(multiline=task.kind != "line", indent=task.indent, max_lines=16)
+            res = infill(engine, task.prefix, task.suffix, config.mode, params, rule, token_healing=token_healing)
+            prediction, gen = res.text, res.generation
+        em.append(exact_match(prediction, task.target))
+        es.append(edit_similarity(prediction, task.target))
         latency.append(gen.latency_ms)
         tokens += len(gen.token_ids)
         cached += gen.cached_prompt_tokens
@@ -72,7 +77,7 @@ def run_config(
             if not math.isnan(tau):
                 taus.append(tau)
         if len(samples) < 5:
-            samples.append({"task": task.name, "target": task.target, "prediction": res.text})
+            samples.append({"task": task.name, "target": task.target, "prediction": prediction})
     mean = statistics.fmean
     return {
         "config": config.label,
@@ -95,6 +100,16 @@ def run_config(
         "latency_ms_p90": round(_percentile(latency, 0.9), 2) if latency else None,
         "samples": samples,
     }
+
+
+def _explain(engine: Engine, task: ExplainTask, mode: str, params: GenerationParams) -> tuple[str, GenerationResult]:
+    """The explain route on one function, ended as the server ends it; the prediction is the first line."""
+    prompt = build_explain_prompt(engine.tokenizer, task.code)
+    eot = engine.tokenizer.special.end_of_text
+    params.stop_token_ids = params.stop_token_ids | ({eot} if eot is not None else set())
+    gen = generate(engine, prompt.ids, mode, params, GenerationControl(stop_at=explain_stop_rule(engine.tokenizer)))
+    first_line = next((line for line in gen.text.split("\n") if line.strip()), "")
+    return first_line, gen
 
 
 def bits_per_byte(engine: Engine, texts: list[str], max_tokens: int = 40_000, window: int = 512) -> float:

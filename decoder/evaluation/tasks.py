@@ -4,6 +4,8 @@
 - block: the cursor sits at the start of a line inside an indented block, after its indentation; the
   target is that line and the following ones up to the end of the block (at most `max_lines`).
 The suffix given to the model is the text after the target, as in an editor.
+- explain: a documented function with its docstring taken out (as training's explain examples); the
+  target is the docstring's summary line, to compare with the explanation's first line.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import sysconfig
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from decoder.training.corpus import module_of, split_of
+from decoder.training.corpus import explain_pairs, module_of, split_of
 
 PREFIX_CHARS = 2400
 SUFFIX_CHARS = 800
@@ -29,6 +31,14 @@ class InfillTask:
     suffix: str
     target: str
     indent: int
+
+
+@dataclass
+class ExplainTask:
+    name: str  # file#n: the n-th documented function of the file (ast.walk order), 0-based
+    code: str  # the function without its docstring
+    target: str  # the docstring's first line
+    kind: str = "explain"
 
 
 @dataclass
@@ -125,6 +135,19 @@ def build_tasks(files: list[HeldoutFile], kind: str, limit: int, seed: int = 0) 
     make = line_tasks if kind == "line" else block_tasks
     tasks = [t for f in files for t in make(f, per_file, seed)]
     return _rng(kind, seed).sample(tasks, min(limit, len(tasks)))
+
+
+def explain_tasks(files: list[HeldoutFile], limit: int, seed: int = 0) -> list[ExplainTask]:
+    """About `limit` documented functions spread evenly over the files (deterministic)."""
+    per_file = max(1, -(-limit // max(1, len(files))))
+    tasks = []
+    for file in files:
+        pairs = [
+            ExplainTask(f"{file.name}#{i}", code, doc.split("\n")[0])
+            for i, (code, doc) in enumerate(explain_pairs(file.text))
+        ]
+        tasks += _rng(file.name + ":explain", seed).sample(pairs, min(per_file, len(pairs)))
+    return _rng("explain", seed).sample(tasks, min(limit, len(tasks)))
 
 
 def save_tasks(tasks: list[InfillTask], path: str | Path) -> None:

@@ -17,7 +17,7 @@ from decoder.evaluation.metrics import (
     leftmost_commit_fraction,
     position_order_tau,
 )
-from decoder.evaluation.tasks import HeldoutFile, block_tasks, line_tasks, stdlib_heldout_files
+from decoder.evaluation.tasks import HeldoutFile, block_tasks, explain_tasks, line_tasks, stdlib_heldout_files
 from decoder.families import CAUSAL
 
 SOURCE = """import os
@@ -61,6 +61,16 @@ def test_tasks_reassemble_the_file():
     assert line_tasks(f, 4) == lines  # deterministic
 
 
+def test_explain_tasks_hide_the_docstring_and_ask_for_its_summary():
+    documented = SOURCE.replace(
+        "def walk(root):\n", 'def walk(root):\n    """Yield every file below root.\n\n    Depth first.\n    """\n'
+    )
+    tasks = explain_tasks([HeldoutFile("walk.py", documented)], 5)
+    assert [(t.name, t.target) for t in tasks] == [("walk.py#0", "Yield every file below root.")]
+    assert tasks[0].code.startswith("def walk(root):\n    for name") and '"""' not in tasks[0].code
+    assert explain_tasks([HeldoutFile("walk.py", documented)], 5) == tasks  # deterministic
+
+
 def test_heldout_files_are_named_and_not_empty():
     files = stdlib_heldout_files()
     assert files and all(f.name.endswith(".py") and f.text for f in files)
@@ -85,7 +95,10 @@ def test_eval_report_has_every_metric(tiny_model_dir, tmp_path):
         ]
     )
     report = run_eval(args, Engine.from_folder(tiny_model_dir), "tiny")
-    assert json.loads(out.read_text())["kinds"].keys() == {"line", "block"}
+    assert json.loads(out.read_text())["kinds"].keys() == {"line", "block", "explain"}
+    (explain,) = report["kinds"].pop("explain")  # the explain route: AR only
+    assert explain["mode"] == "ar" and explain["tasks"] == 3 and 0 <= explain["edit_similarity"] <= 1
+    assert all("\n" not in s["prediction"] and "\n" not in s["target"] for s in explain["samples"])
     assert (tmp_path / "r.png").stat().st_size > 1000
     assert report["bits_per_byte"] > 0
     assert report["fallback_window"] == CAUSAL.fallback_window  # unset: decodes as the server does

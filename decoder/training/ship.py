@@ -2,7 +2,8 @@
 
 Only inference files travel: config.json, model.safetensors (fp16), tokenizer files, the model card and
 training.json, plus heldout.json (the validation files it never saw: `parafill eval` material, and the GPU
-recipe keeps them out of its own corpus). No optimizer state, no checkpoint.
+recipe keeps them out of its own corpus). No optimizer state, no checkpoint. With `--eval` the card gets
+its evaluation section from `parafill eval --json` reports (decoder/evaluation/card.py).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import json
 import shutil
 from pathlib import Path
 
+from decoder.evaluation.card import eval_section
 from decoder.training.corpus import heldout_entries
 
 SHIPPED = (
@@ -20,7 +22,14 @@ SHIPPED = (
 )
 
 
-def ship(export_dir: str | Path, dest: str | Path, corpus_dir: str | Path | None = None, max_mb: float = 30.0) -> Path:
+def ship(
+    export_dir: str | Path,
+    dest: str | Path,
+    corpus_dir: str | Path | None = None,
+    max_mb: float = 30.0,
+    evaluation: str | None = None,
+) -> Path:
+    """Copy the export into `dest`; `evaluation`: a markdown section appended to the card."""
     src, dest = Path(export_dir), Path(dest)
     size = (src / "model.safetensors").stat().st_size / 1e6
     if size > max_mb:
@@ -38,6 +47,9 @@ def ship(export_dir: str | Path, dest: str | Path, corpus_dir: str | Path | None
         (tmp / "heldout.json").write_text(json.dumps({"split": "val", "files": entries}, indent=1) + "\n")
     elif (dest / "heldout.json").is_file():
         shutil.copy2(dest / "heldout.json", tmp / "heldout.json")
+    if evaluation:
+        card = tmp / "README.md"
+        card.write_text(card.read_text(encoding="utf-8").rstrip("\n") + "\n\n" + evaluation, encoding="utf-8")
     shutil.rmtree(dest, ignore_errors=True)
     tmp.rename(dest)
     return dest
@@ -48,5 +60,13 @@ if __name__ == "__main__":
     p.add_argument("export_dir")
     p.add_argument("--dest", default="models/default")
     p.add_argument("--corpus", default=None, help="corpus folder whose validation split goes into heldout.json")
+    p.add_argument("--eval", help="`parafill eval --json` report of this model: the card's evaluation section")
+    p.add_argument("--previous-eval", help="the same for the model it replaces (shown in brackets)")
+    p.add_argument("--eval-command", default="parafill eval", help="the command that made the reports")
+    p.add_argument("--eval-note", default="", help="a sentence on how it was measured (machine, load)")
     a = p.parse_args()
-    print(ship(a.export_dir, a.dest, a.corpus))
+    section = None
+    if a.eval:
+        previous = json.loads(Path(a.previous_eval).read_text()) if a.previous_eval else None
+        section = eval_section(json.loads(Path(a.eval).read_text()), previous, a.eval_command, a.eval_note)
+    print(ship(a.export_dir, a.dest, a.corpus, evaluation=section))

@@ -1,0 +1,53 @@
+"""The model card's evaluation section, written from `parafill eval --json` reports (the shipped model's, and
+optionally the one it replaces, measured with the same code and tasks), so the card's table is the report."""
+
+from __future__ import annotations
+
+_KIND_NAMES = {"line": "rest of line", "block": "block", "explain": "explain (first line)"}
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x * 100:.1f}%"
+
+
+def _rows_by_config(report: dict | None, kind: str) -> dict[str, dict]:
+    return {row["config"]: row for row in (report or {}).get("kinds", {}).get(kind, [])}
+
+
+def eval_section(report: dict, previous: dict | None = None, command: str = "parafill eval", note: str = "") -> str:
+    """Markdown: one table row per task kind and decoder configuration, the previous model's EM and ES in
+    brackets where it was measured on the same configuration, then held-out bits per byte."""
+    lines = [
+        f"## Evaluation (`{command}`)",
+        "Held-out standard-library files (the validation split). EM: whitespace-split equality; ES: 1 -"
+        " Levenshtein / max length, with its standard error; explain tasks compare the explanation's first line"
+        " with the docstring's. Every task is a cold request (prefix cache cleared), prefill included."
+        + (" In brackets: the model this one replaced, same code and tasks." if previous else ""),
+    ]
+    if note:
+        lines.append(note)
+    lines += [
+        "",
+        "| tasks | decoder | EM | ES ± se | tokens / forward | AR-ness (leftmost) | p50 |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for kind, rows in report["kinds"].items():
+        before = _rows_by_config(previous, kind)
+        for row in rows:
+            old = before.get(row["config"])
+            se = row.get("edit_similarity_se")
+            em, es = _pct(row["exact_match"]), f"{row['edit_similarity']:.3f}{'' if se is None else f' ± {se:.3f}'}"
+            if old is not None:
+                em, es = f"{em} ({_pct(old['exact_match'])})", f"{es} ({old['edit_similarity']:.3f})"
+            arness = row.get("ar_ness_leftmost_fraction")
+            lines.append(
+                f"| {_KIND_NAMES.get(kind, kind)} ({row['tasks']}) | {row['config']} | {em} | {es} | "
+                f"{row['tokens_per_forward']:.2f} | "
+                f"{'-' if arness is None else f'{arness:.2f}'} | {row['latency_ms_p50']:.0f} ms |"
+            )
+    if "bits_per_byte" in report:
+        bpb = f"Held-out bits per byte {report['bits_per_byte']:.4f}"
+        if previous and "bits_per_byte" in previous:
+            bpb += f" (previous: {previous['bits_per_byte']:.4f})"
+        lines += ["", bpb + "."]
+    return "\n".join(lines) + "\n"

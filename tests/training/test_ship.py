@@ -1,0 +1,49 @@
+"""Shipping an export: inference files only, the card's evaluation section written from eval reports."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+
+from decoder.checkpoint import load_model
+from decoder.engine import Engine
+from decoder.evaluation.cli import add_eval_arguments, run_eval
+from decoder.training.trainer import Trainer
+from tests.training.test_train import tiny_cfg
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_ship_copies_inference_files_and_writes_the_eval_table(tiny_corpus: Path, tmp_path: Path) -> None:
+    export = tmp_path / "export"
+    Trainer(tiny_cfg(tiny_corpus, tmp_path / "run", max_steps=3, export_dir=str(export))).fit()
+    parser = argparse.ArgumentParser()
+    add_eval_arguments(parser)
+    report_path = tmp_path / "eval.json"
+    args = parser.parse_args(["--limit", "2", "--thresholds", "0.9", "--bpb-tokens", "300", "--json", str(report_path)])
+    report = run_eval(args, Engine.from_folder(export), str(export))
+    previous = json.loads(report_path.read_text())
+    previous["bits_per_byte"] = 9.8765
+    (tmp_path / "previous.json").write_text(json.dumps(previous))
+
+    dest = tmp_path / "models" / "default"
+    cmd = [sys.executable, "-m", "decoder.training.ship", str(export), "--dest", str(dest), "--eval", str(report_path)]
+    cmd += ["--previous-eval", str(tmp_path / "previous.json"), "--eval-command", "parafill eval --limit 2"]
+    subprocess.run(cmd, cwd=REPO, check=True, capture_output=True)
+
+    assert not any("optimizer" in p.name or "checkpoint" in p.name for p in dest.iterdir())
+    for name, tensor in load_model(dest).state_dict().items():
+        assert torch.equal(tensor, load_model(export).state_dict()[name])
+    card = (dest / "README.md").read_text()
+    assert card.startswith((export / "README.md").read_text().rstrip("\n"))
+    assert "## Evaluation (`parafill eval --limit 2`)" in card
+    line_ar = report["kinds"]["line"][0]
+    es, se = f"{line_ar['edit_similarity']:.3f}", f"{line_ar['edit_similarity_se']:.3f}"
+    assert f"| rest of line ({line_ar['tasks']}) | ar | " in card and f"{es} ± {se} ({es})" in card  # previous: ()
+    assert f"({report['kinds']['explain'][0]['tasks']}) | ar |" in card
+    assert f"Held-out bits per byte {report['bits_per_byte']:.4f} (previous: 9.8765)." in card

@@ -7,6 +7,7 @@ cursor then changes only the tail of the prompt, and the prefix cache keeps the 
 
 from __future__ import annotations
 
+import bisect
 import textwrap
 from dataclasses import dataclass
 from weakref import WeakKeyDictionary
@@ -45,8 +46,27 @@ def heal(tokenizer: TextTokenizer, ids: list[int]) -> tuple[list[int], str, Tens
     text = tokenizer.token_texts[ids[-1]]
     if not text or not text.isprintable():
         return ids, "", None
-    allowed = torch.tensor([t.startswith(text) for t in tokenizer.token_texts], dtype=torch.bool)
-    return ids[:-1], text, allowed
+    return ids[:-1], text, _tokens_starting_with(tokenizer, text)
+
+
+_SORTED_TEXTS: WeakKeyDictionary[TextTokenizer, tuple[list[str], Tensor]] = WeakKeyDictionary()
+
+
+def _tokens_starting_with(tokenizer: TextTokenizer, text: str) -> Tensor:
+    """Bool mask of the tokens whose text starts with `text`. In sorted order they are one contiguous run, so
+    two binary searches find them (a scan of every token's text took ~1 ms per request at 8k tokens, and
+    grows with the vocabulary: Qwen's has 152k)."""
+    cached = _SORTED_TEXTS.get(tokenizer)
+    if cached is None:
+        order = sorted(range(len(tokenizer.token_texts)), key=tokenizer.token_texts.__getitem__)
+        cached = [tokenizer.token_texts[i] for i in order], torch.tensor(order, dtype=torch.long)
+        _SORTED_TEXTS[tokenizer] = cached
+    texts, order = cached
+    lo = bisect.bisect_left(texts, text)
+    hi = bisect.bisect_left(texts, text + "\U0010ffff", lo)  # past every text that `text` + a character begins
+    allowed = torch.zeros(len(texts), dtype=torch.bool)
+    allowed[order[lo:hi]] = True
+    return allowed
 
 
 def heal_indentation(tokenizer: TextTokenizer, prefix: str) -> tuple[list[int], str, Tensor] | None:

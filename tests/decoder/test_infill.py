@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
 from decoder.engine import Engine
 from decoder.generation import GenerationParams
 from decoder.infill import completion_stop_rule, infill, stop_at_block_end, stop_at_line_end
 from decoder.prompts import (
     PromptFormatError,
+    _tokens_starting_with,
     explain_prompt,
     fim_prompt,
     heal,
@@ -52,6 +54,16 @@ def test_healing_backs_off_the_last_token_and_allows_only_extensions(engine):
     assert ids[-1] in chosen
     assert all(tok.token_texts[i].startswith(text) for i in chosen)
     assert not allowed[tok.special.end_of_text]
+
+
+def test_healing_mask_equals_a_scan_of_every_token(engine):
+    tok = engine.tokenizer
+    texts = tok.token_texts
+    for text in [texts[i] for i in range(0, len(texts), 37)] + ["ite", " ", "é", "\ufffd"]:
+        if not text:
+            continue
+        scan = torch.tensor([t.startswith(text) for t in texts])
+        assert torch.equal(_tokens_starting_with(tok, text), scan), text
 
 
 def test_indentation_healing_backs_off_one_space_and_allows_only_code_on_the_line(engine):

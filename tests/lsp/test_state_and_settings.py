@@ -52,3 +52,6 @@ def test_settings_accept_camel_and_snake_case_under_a_section_and_keep_bad_value
     changed, _ = parse_settings({"model": "/m", "cacheMB": 8}, settings)
     assert changed.engine_key != settings.engine_key and changed.max_tokens_line == 8
     assert parse_settings({"model": ""})[0].model is None
+    assert parse_settings({"lookupTokens": 0})[0].lookup_tokens == 0  # drafts off
+    too_many, warned = parse_settings({"lookupTokens": 65})
+    assert too_many.lookup_tokens == Settings().lookup_tokens == 8 and warned

@@ -13,6 +13,8 @@ import json
 import math
 import os
 import platform
+import signal
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -386,6 +388,10 @@ class Trainer:
     # ------------------------------------------------------------------------------------------ loop
 
     def fit(self) -> dict[str, Any]:
+        with StopRequest() as stop:
+            return self._fit(stop)
+
+    def _fit(self, stop: StopRequest) -> dict[str, Any]:
         cfg = self.cfg
         n_params = self.model.num_parameters()
         self.log(f"model {cfg.size}: {n_params / 1e6:.2f}M parameters; config {json.dumps(asdict(cfg))}")
@@ -399,6 +405,12 @@ class Trainer:
         ema: dict[str, float] = {}
         stage = self.stage()
         while not self.done():
+            if stop.signal is not None:  # between steps: the checkpoint is whole and `--resume` loses nothing
+                if bar is not None:
+                    bar.close()
+                self.save_checkpoint()
+                self.log(f"stopped by {stop.signal} at step {self.step}: checkpoint saved, continue with --resume")
+                return {"step": self.step, "tokens": self.tokens, "elapsed": self.elapsed, "stopped": stop.signal}
             t0 = time.perf_counter()
             out = self.train_step()
             if self.device.type == "cuda":
@@ -482,6 +494,29 @@ class Trainer:
         self.save_checkpoint()
         self.export(self.cfg.export_dir)  # type: ignore[arg-type]
         self.log(f"exported {self.cfg.export_dir} ({why})")
+
+
+class StopRequest:
+    """SIGTERM / SIGINT while training: remember it, so the loop stops after the current step and saves a
+    checkpoint (a session that ends kills its background run; without this it lost up to the checkpoint
+    interval). Only the main thread can take signals; elsewhere this does nothing."""
+
+    def __init__(self) -> None:
+        self.signal: str | None = None
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> StopRequest:
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                self._previous[sig] = signal.signal(sig, self._note)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+    def _note(self, signum: int, frame: object) -> None:
+        self.signal = signal.Signals(signum).name
 
 
 def model_card(model: CausalLM, training: dict[str, Any]) -> str:

@@ -1,0 +1,36 @@
+"""The side-by-side benchmark scripts run end to end on a tiny model (so a figure in the README can be rerun)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _run(script: str, *args: str) -> str:
+    done = subprocess.run(
+        [sys.executable, f"benchmarks/{script}", *args], cwd=REPO, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+def test_bench_lookup_compares_drafts_with_plain_ar(tiny_model_dir, tmp_path):
+    out = tmp_path / "lookup.json"
+    printed = _run(
+        "bench_lookup.py", "--model", str(tiny_model_dir), "--tasks", "2", "--draft", "4", "--json", str(out)
+    )
+    report = json.loads(out.read_text())
+    for kind in ("explain", "ar_completion"):
+        plain, drafted = report[kind]["plain AR"], report[kind]["lookup 4"]
+        assert plain["requests"] == drafted["requests"] == 2 and plain["p50_vs_plain"] == 1.0
+        assert drafted["same_output"] == 2  # fp32: drafts never change the text
+    assert "lookup 4" in printed
+
+
+def test_bench_prompt_tail_and_cpu_dtype_run(tiny_model_dir):
+    assert "p50" in _run("bench_prompt_tail.py", "--model", str(tiny_model_dir), "--tasks", "2", "--repeats", "1")
+    assert "bf16" in _run("bench_cpu_dtype.py", "--model", str(tiny_model_dir), "--tasks", "2", "--ar-tokens", "8")

@@ -49,9 +49,14 @@ def test_explain_json_and_a_missing_model(tiny_model_dir, tmp_path):
         ["complete", f"{SAMPLE}:{LINE}:1", "--threshold", "3"],
         ["explain", f"{SAMPLE}:30-10"],
         ["explain", "missing.py"],
+        ["eval", "--kinds", "line,nope"],
+        ["eval", "--thresholds", "0.9,1.5"],
+        ["eval", "--thresholds", "high"],
+        ["eval", "--lookup", "-1"],
+        ["eval", "--limit", "0"],
     ],
 )
-def test_bad_file_or_position_is_one_line_and_exit_2(args, capsys):
+def test_bad_file_position_or_argument_is_one_line_and_exit_2(args, capsys):
     assert main(args) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("parafill: error:") and "\n" not in err

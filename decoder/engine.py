@@ -208,15 +208,7 @@ class Engine:
         states [len(block_ids), hidden]; the output at block position j predicts block position j+1."""
         if not commit_ids and not block_ids:
             raise ValueError("a step needs tokens to commit or a block to look at")
-        if seq.length + len(commit_ids) + len(block_ids) > seq.capacity:
-            raise ValueError(f"sequence capacity {seq.capacity} exceeded")
-        with self.lock, torch.inference_mode():
-            hidden = self._forward(seq, commit_ids + block_ids, n_causal=len(commit_ids))
-            if commit_ids:
-                seq.tokens.extend(commit_ids)
-                seq.last_hidden = hidden[len(commit_ids) - 1]
-            seq.forward_passes += 1
-            return hidden[len(commit_ids) :]
+        return self._pass(seq, commit_ids, block_ids)[len(commit_ids) :]
 
     def verify(self, seq: Sequence, ids: list[int]) -> Tensor:
         """One forward pass appending `ids` causally: the next token and a draft of the ones after it
@@ -224,14 +216,7 @@ class Engine:
         predicts the token after ids[i]. `truncate` then forgets the part of the draft that is not kept."""
         if not ids:
             raise ValueError("nothing to verify")
-        if seq.length + len(ids) > seq.capacity:
-            raise ValueError(f"sequence capacity {seq.capacity} exceeded")
-        with self.lock, torch.inference_mode():
-            hidden = self._forward(seq, ids, n_causal=len(ids))
-            seq.tokens.extend(ids)
-            seq.last_hidden = hidden[-1]
-            seq.forward_passes += 1
-            return hidden
+        return self._pass(seq, ids, [])
 
     def truncate(self, seq: Sequence, length: int, last_hidden: Tensor) -> None:
         """Keep the first `length` tokens; `last_hidden` is the kept last token's output. The dropped tokens'
@@ -290,6 +275,19 @@ class Engine:
 
     def _new_sequence(self, capacity: int) -> Sequence:
         return Sequence(kv=self.runner.new_kv(capacity), capacity=capacity)
+
+    def _pass(self, seq: Sequence, commit_ids: list[int], block_ids: list[int]) -> Tensor:
+        """One counted forward pass: `commit_ids` appended causally, then the noisy `block_ids`; the final
+        hidden state of every input token."""
+        if seq.length + len(commit_ids) + len(block_ids) > seq.capacity:
+            raise ValueError(f"sequence capacity {seq.capacity} exceeded")
+        with self.lock, torch.inference_mode():
+            hidden = self._forward(seq, commit_ids + block_ids, n_causal=len(commit_ids))
+            if commit_ids:
+                seq.tokens.extend(commit_ids)
+                seq.last_hidden = hidden[len(commit_ids) - 1]
+            seq.forward_passes += 1
+            return hidden
 
     def _forward(self, seq: Sequence, ids: list[int], n_causal: int) -> Tensor:
         past = seq.length

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from typing import TypeVar
 
 import torch
 
@@ -101,16 +102,17 @@ class GenerationResult:
 
 
 StopAt = Callable[[list[int]], int | None]
+Seen = TypeVar("Seen")  # what a stop rule reads: the token ids so far (stop_at), or the text (decoder/infill.py)
 
 
-def earliest_stop(*rules: StopAt | None) -> StopAt | None:
-    """A stop_at rule that stops where the first of `rules` would (None entries are skipped; None if none)."""
+def earliest_stop(*rules: Callable[[Seen], int | None] | None) -> Callable[[Seen], int | None] | None:
+    """A rule that stops where the first of `rules` would (None entries are skipped; None if none)."""
     active = [r for r in rules if r is not None]
     if len(active) <= 1:
         return active[0] if active else None
 
-    def stop_at(ids: list[int]) -> int | None:
-        cuts = [cut for r in active if (cut := r(ids)) is not None]
+    def stop_at(seen: Seen) -> int | None:
+        cuts = [cut for r in active if (cut := r(seen)) is not None]
         return min(cuts) if cuts else None
 
     return stop_at

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from decoder.engine import Engine
-from decoder.generation import GenerationControl, GenerationParams, GenerationResult
+from decoder.generation import GenerationControl, GenerationParams, GenerationResult, earliest_stop
 from decoder.prompts import fim_prompt
 from decoder.repetition import line_loop_cut
 from decoder.router import generate
@@ -40,12 +40,10 @@ def without_loops(rule: TextStopRule) -> TextStopRule:
 
 def earliest(*rules: TextStopRule) -> TextStopRule:
     """Stop where the first of `rules` would."""
-
-    def rule(text: str) -> int | None:
-        cuts = [cut for r in rules if (cut := r(text)) is not None]
-        return min(cuts) if cuts else None
-
-    return rule
+    combined = earliest_stop(*rules)
+    if combined is None:
+        raise ValueError("earliest() needs at least one rule")
+    return combined
 
 
 def completion_stop_rule(multiline: bool, indent: int, max_lines: int) -> TextStopRule:

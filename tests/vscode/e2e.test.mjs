@@ -281,6 +281,10 @@ describe('parafill in VS Code (code-server + headless Chromium)', () => {
   });
 
   test('a crashed server is restarted and completions come back', async () => {
+    // A fresh copy of the test file and the lines of the latency test: with greedy decoding the new server
+    // answers them as the first one did, whatever the earlier tests typed into sample.py. Written before the
+    // crash, so the workbench's file search has seen it by the time Quick Open looks (one run timed out there).
+    fs.writeFileSync(path.join(workspace, AFTER_RESTART), SOURCE);
     const [pid] = server.languageServerPids();
     assert.ok(pid, 'no parafill serve process found');
     process.kill(pid, 'SIGKILL');
@@ -293,9 +297,6 @@ describe('parafill in VS Code (code-server + headless Chromium)', () => {
       'a new server with its model loaded',
       250,
     );
-    // A fresh copy of the test file and the lines of the latency test: with greedy decoding the new server
-    // answers them as the first one did, whatever the earlier tests typed into sample.py.
-    fs.writeFileSync(path.join(workspace, AFTER_RESTART), SOURCE);
     await wb.openFile(AFTER_RESTART, 'class Stack');
     await wb.press(`${CTRL}+End`);
     let r;

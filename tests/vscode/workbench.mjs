@@ -107,10 +107,22 @@ export class Workbench {
 
   /** Quick Open (Ctrl+P) a file of the workspace and wait until `expectText` is shown. */
   async openFile(name, expectText) {
-    await this.press(`${CTRL}+P`);
-    await this.page.waitForSelector('.quick-input-widget input', { state: 'visible' });
-    await this.keyboard.type(name);
-    await this.page.waitForSelector(`.quick-input-list .monaco-list-row[aria-label*="${name}"]`, { timeout: 20_000 });
+    const row = `.quick-input-list .monaco-list-row[aria-label*="${name}"]`;
+    for (let attempt = 1; ; attempt++) {
+      await this.press(`${CTRL}+P`);
+      await this.page.waitForSelector('.quick-input-widget input', { state: 'visible' });
+      await this.keyboard.type(name);
+      try {
+        await this.page.waitForSelector(row, { timeout: 20_000 });
+        break;
+      } catch (err) {
+        // A file written moments ago can be missing from the picker's first search: ask once more.
+        if (attempt === 2) {
+          throw err;
+        }
+        await this.press('Escape');
+      }
+    }
     await this.press('Enter');
     await this.page.waitForSelector(`.monaco-editor .view-line >> text=${expectText}`, { timeout: 30_000 });
     await this.focusEditor();

@@ -35,6 +35,11 @@ SUBCOMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Cal
         cmd_train.add_train,
         cmd_train.run_train_command,
     ),
+    "distill-set": (
+        "self-distillation rows for parallel decoding: real prompts + the model's greedy continuations",
+        cmd_train.add_distill,
+        cmd_train.run_distill_command,
+    ),
 }
 
 

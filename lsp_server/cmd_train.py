@@ -5,12 +5,20 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from decoder.training.cli import add_train_arguments, run_train
+from decoder.training.cli import add_distill_arguments, add_train_arguments, run_distill, run_train
 from decoder.training.prepare import add_corpus_arguments, run_corpus
 from lsp_server.errors import UserError
 
 add_corpus = add_corpus_arguments
 add_train = add_train_arguments
+add_distill = add_distill_arguments
+
+
+def _require_corpus(corpus: Path) -> None:
+    missing = [name for name in ("tokenizer.json", "shards.json") if not (corpus / name).is_file()]
+    if missing:
+        missing_text = ", ".join(missing)
+        raise UserError(f"{corpus} is not a corpus folder (missing {missing_text}): build one with parafill corpus")
 
 
 def run_corpus_command(args: argparse.Namespace) -> int:
@@ -23,13 +31,22 @@ def run_corpus_command(args: argparse.Namespace) -> int:
 
 
 def run_train_command(args: argparse.Namespace) -> int:
-    corpus = Path(args.corpus)
-    missing = [name for name in ("tokenizer.json", "shards.json") if not (corpus / name).is_file()]
-    if missing:
-        missing_text = ", ".join(missing)
-        raise UserError(f"{corpus} is not a corpus folder (missing {missing_text}): build one with parafill corpus")
+    _require_corpus(Path(args.corpus))
+    if args.distill_set and not Path(args.distill_set, "distill.json").is_file():
+        raise UserError(f"--distill-set {args.distill_set}: no distill.json there (build it with parafill distill-set)")
+    if not 0.0 <= args.distill_rate <= 1.0:
+        raise UserError(f"--distill-rate {args.distill_rate}: give a share between 0 and 1")
     if args.init_from and not Path(args.init_from, "config.json").is_file():
         raise UserError(f"--init-from {args.init_from}: no config.json there")
     if args.max_steps is None and args.time_budget_minutes is None:
         raise UserError("give --max-steps or --time-budget-minutes")
     return run_train(args)
+
+
+def run_distill_command(args: argparse.Namespace) -> int:
+    _require_corpus(Path(args.corpus))
+    if not Path(args.model, "config.json").is_file():
+        raise UserError(f"--model {args.model}: no config.json there")
+    if args.rows < 1 or args.gen_len < 1 or args.prompt_len < 1 or args.batch_size < 1:
+        raise UserError("--rows, --prompt-len, --gen-len and --batch-size must be positive")
+    return run_distill(args)

@@ -5,11 +5,19 @@ from __future__ import annotations
 import argparse
 import json
 
+from decoder.training.distill import DistillSetConfig, build_distill_set
 from decoder.training.prepare import add_corpus_arguments, run_corpus
 from decoder.training.sizes import SIZES
 from decoder.training.trainer import TrainConfig, Trainer, default_threads
 
-__all__ = ["add_corpus_arguments", "add_train_arguments", "run_corpus", "run_train"]
+__all__ = [
+    "add_corpus_arguments",
+    "add_distill_arguments",
+    "add_train_arguments",
+    "run_corpus",
+    "run_distill",
+    "run_train",
+]
 
 
 def add_train_arguments(parser: argparse.ArgumentParser) -> None:
@@ -48,6 +56,12 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--seed", type=int, default=d.seed)
     parser.add_argument("--init-from", default=None, help="start from this model folder's weights")
+    parser.add_argument(
+        "--distill-set",
+        default=None,
+        help="folder from `parafill distill-set`: mix self-distillation rows into the joint stage",
+    )
+    parser.add_argument("--distill-rate", type=float, default=d.distill_rate, help="share of joint batches")
     parser.add_argument("--resume", action="store_true", help="continue from RUN/checkpoint")
     parser.add_argument("--no-progress", action="store_true")
 
@@ -79,6 +93,8 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         device=args.device,
         seed=args.seed,
         init_from=args.init_from,
+        distill_set=args.distill_set,
+        distill_rate=args.distill_rate,
         resume=args.resume,
         progress=not args.no_progress,
     )
@@ -93,13 +109,48 @@ def run_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def add_distill_arguments(parser: argparse.ArgumentParser) -> None:
+    d = DistillSetConfig(model="", corpus="", out="")
+    parser.add_argument("--model", required=True, help="model folder whose greedy continuations are the targets")
+    parser.add_argument("--corpus", required=True, help="corpus folder the prompts come from (its train split)")
+    parser.add_argument("--out", required=True, help="folder to write (rows.npy, distill.json)")
+    parser.add_argument("--rows", type=int, default=d.rows)
+    parser.add_argument("--prompt-len", type=int, default=d.prompt_len, help="a multiple of every block size")
+    parser.add_argument("--gen-len", type=int, default=d.gen_len)
+    parser.add_argument("--batch-size", type=int, default=d.batch_size)
+    parser.add_argument("--fim-rate", type=float, default=d.fim_rate)
+    parser.add_argument("--seed", type=int, default=d.seed)
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--dtype", default=d.dtype, choices=["bf16", "fp32"])
+
+
+def run_distill(args: argparse.Namespace) -> int:
+    cfg = DistillSetConfig(
+        model=args.model,
+        corpus=args.corpus,
+        out=args.out,
+        rows=args.rows,
+        prompt_len=args.prompt_len,
+        gen_len=args.gen_len,
+        batch_size=args.batch_size,
+        fim_rate=args.fim_rate,
+        seed=args.seed,
+        threads=args.threads,
+        dtype=args.dtype,
+    )
+    print(build_distill_set(cfg))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m decoder.training.cli")
     sub = parser.add_subparsers(dest="cmd", required=True)
     add_train_arguments(sub.add_parser("train", help="train (or continue training) a model"))
     add_corpus_arguments(sub.add_parser("corpus", help="build a corpus folder (manifest, tokenizer, shards)"))
+    add_distill_arguments(sub.add_parser("distill-set", help="self-distillation rows: prompts + greedy continuations"))
     args = parser.parse_args(argv)
-    return run_train(args) if args.cmd == "train" else run_corpus(args)
+    run = {"train": run_train, "corpus": run_corpus, "distill-set": run_distill}[args.cmd]
+    return run(args)
 
 
 if __name__ == "__main__":

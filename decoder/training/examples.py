@@ -96,11 +96,15 @@ class Batcher:
         if self.explain is not None and rng.random() < mix.explain_rate:
             s = int(rng.choice(self.explain_starts))
             return np.asarray(self.explain[s : s + L], dtype=np.int64)
-        s = int(rng.integers(0, len(self.docs) - L))
-        window = np.asarray(self.docs[s : s + L], dtype=np.int64)
+        window = self.window()
         if rng.random() >= mix.fim_rate:
             return window
         return self.fim(window)
+
+    def window(self) -> np.ndarray:
+        """A random `seq_len`-token window of the document stream."""
+        s = int(self.rng.integers(0, len(self.docs) - self.seq_len))
+        return np.asarray(self.docs[s : s + self.seq_len], dtype=np.int64)
 
     def fim(self, window: np.ndarray) -> np.ndarray:
         """Rearrange the first document piece of `window` into a FIM example; keep the length."""

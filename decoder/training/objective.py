@@ -83,7 +83,9 @@ def block_diffusion_loss(
     mask_id: int,
     generator: torch.Generator | None = None,
     ar_weight: float = 1.0,
+    ar_scored: Tensor | None = None,
 ) -> LossOut:
+    """ar_scored: bool [B, L-1], the clean outputs whose next-token loss counts (default: all of them)."""
     B, L = x0.shape
     xt, masked = noise(x0, block_size, mask_id, generator)
     attn = training_mask(L, block_size, device=x0.device)
@@ -100,6 +102,9 @@ def block_diffusion_loss(
         masked_ce = F.cross_entropy(m_logits, targets[sel])
     else:
         masked_ce = h_noisy.sum() * 0.0
-    a_logits = model.logits(h_clean[:, :-1]).float()
-    ar_ce = F.cross_entropy(a_logits.reshape(-1, a_logits.shape[-1]), targets.reshape(-1))
+    if ar_scored is None:
+        a_logits = model.logits(h_clean[:, :-1]).float()
+        ar_ce = F.cross_entropy(a_logits.reshape(-1, a_logits.shape[-1]), targets.reshape(-1))
+    else:
+        ar_ce = F.cross_entropy(model.logits(h_clean[:, :-1][ar_scored]).float(), targets[ar_scored])
     return LossOut(masked_ce + ar_weight * ar_ce, ar_ce.detach(), masked_ce.detach(), n_masked)

@@ -30,6 +30,7 @@ from decoder.masks import training_mask
 from decoder.model import CausalLM
 from decoder.training import corpus as C
 from decoder.training.curve import CURVE_FILE, curve_points, plot_training_curve
+from decoder.training.distill import DistillRows
 from decoder.training.examples import Batcher, MixConfig, byte_table, eval_windows, newline_table
 from decoder.training.objective import ar_loss, block_diffusion_loss, diffusion_targets, noise
 from decoder.training.sizes import model_config
@@ -70,6 +71,8 @@ class TrainConfig:
     device: str = "cpu"
     seed: int = 0
     init_from: str | None = None
+    distill_set: str | None = None  # folder from `parafill distill-set`: self-distillation rows for the joint stage
+    distill_rate: float = 0.5  # share of joint-stage batches taken from the distill set
     resume: bool = False
     progress: bool = True
     hardware: str = field(default_factory=lambda: cpu_name())
@@ -189,6 +192,7 @@ class Trainer:
             seed=cfg.seed,
         )
         self.batcher.rng = self.np_rng
+        self.distill = DistillRows(cfg.distill_set, cfg.seq_len, cfg.block_sizes) if cfg.distill_set else None
         self.val = eval_windows(C.load_shard(corpus / "val.bin"), cfg.seq_len, cfg.eval_windows)
         vocab = self.tokenizer.get_vocab_size()
         # What the starting weights had been through, read now: a continued run often ships over its init folder.
@@ -265,7 +269,14 @@ class Trainer:
         lr = lr_at(cfg, self.step, self.progress())
         for g in self.opt.param_groups:
             g["lr"] = lr
-        x = self.batcher.batch(cfg.batch_size).to(self.device, non_blocking=True)
+        kind, ar_scored = stage, None
+        if stage == "joint" and self.distill is not None and self.np_rng.random() < cfg.distill_rate:
+            kind = "distill"
+            x, ar_scored = self.distill.batch(cfg.batch_size, self.np_rng)
+            ar_scored = ar_scored.to(self.device)
+        else:
+            x = self.batcher.batch(cfg.batch_size)
+        x = x.to(self.device, non_blocking=True)
         with self.autocast():
             if stage == "ar":
                 out = ar_loss(self.fwd, x)
@@ -273,7 +284,7 @@ class Trainer:
             else:
                 # One block size per batch (the mask is shared by the batch); mixed across batches.
                 block = int(cfg.block_sizes[int(self.np_rng.integers(len(cfg.block_sizes)))])
-                out = block_diffusion_loss(self.fwd, x, block, MASK_ID, self.gen)
+                out = block_diffusion_loss(self.fwd, x, block, MASK_ID, self.gen, ar_scored=ar_scored)
         out.loss.backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
         self.opt.step()
@@ -287,6 +298,7 @@ class Trainer:
             "grad_norm": float(grad_norm),
             "lr": lr,
             "block": block,
+            "kind": kind,  # ar, joint, or distill (a joint step on self-distillation rows)
         }
 
     @torch.no_grad()
@@ -419,9 +431,7 @@ class Trainer:
             self.elapsed += dt
             if self.tuner is not None:
                 self.tuner.record(cfg.batch_size * cfg.seq_len, dt, self.log)
-            st = self.stage_stats.setdefault(
-                "ar" if out["block"] == 0 else "joint", dict(steps=0, tokens=0, seconds=0.0)
-            )
+            st = self.stage_stats.setdefault(out["kind"], dict(steps=0, tokens=0, seconds=0.0))
             st["steps"] += 1
             st["tokens"] += cfg.batch_size * cfg.seq_len
             st["seconds"] += dt

@@ -86,6 +86,7 @@ def _decode_block(
     masked = torch.zeros(size, dtype=torch.bool)
     masked[first:] = True
     commit_step = [0] * size
+    confidence = [0.0] * size
     final = first  # positions [first, final) are handed to `out`
     steps = 0
     if engine.token_shift and first == 0:
@@ -95,12 +96,13 @@ def _decode_block(
             row = row.masked_fill(~fit_allowed(heal, row), float("-inf"))
             heal = None
         seed = step_seed(params, seq.forward_passes)
-        token, _, _ = kernels.denoise_step(
+        token, token_confidence, _ = kernels.denoise_step(
             row, torch.ones(1, dtype=torch.bool, device=row.device), 0.0, 1, None, params.temperature, seed
         )
         block[0], commit_step[0], masked[0] = int(token[0]), seq.forward_passes, False
+        confidence[0] = float(token_confidence[0])
         final = 1
-        if out.extend(block[:1], commit_step[:1]):
+        if out.extend(block[:1], commit_step[:1], confidence[:1]):
             return steps, pending
     while bool(masked[:limit].any()):
         if reason := control.check():
@@ -118,12 +120,13 @@ def _decode_block(
             banned[first - lo] = ~fit_allowed(heal, rows)
             rows = rows.masked_fill(banned, float("-inf"))
         active = masked[lo:hi].to(rows.device)
-        tokens, commit = denoise_rows(rows, active, params, seq.forward_passes)
+        tokens, row_confidence, commit = denoise_rows(rows, active, params, seq.forward_passes)
         for i in commit.nonzero().flatten().tolist():
             block[lo + i], commit_step[lo + i], masked[lo + i] = int(tokens[i]), seq.forward_passes, False
+            confidence[lo + i] = float(row_confidence[i])
         if heal is not None and not bool(masked[first]):
             heal = None
-        final = out.advance(block, commit_step, masked, final, limit)
+        final = out.advance(block, commit_step, confidence, masked, final, limit)
         if out.stop_reason is not None:
             break
     return steps, pending

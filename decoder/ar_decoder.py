@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import time
 
+import torch
+
 from decoder.engine import Engine, PrefillInterrupted
 from decoder.generation import GenerationControl, GenerationParams, GenerationResult
 from decoder.lookup import PromptLookup
@@ -32,15 +34,17 @@ def decode_ar(
     lookup = PromptLookup(prompt_ids) if params.lookup_tokens and generator is None else None
     out: list[int] = []
     steps: list[int] = []
+    confidences: list[float] = []
 
-    def take(token: int) -> str | None:
+    def take(token: int, confidence: float) -> str | None:
         """Append a final token (committed by the latest pass); a reason to stop, or None."""
         if token in params.stop_token_ids:
             return "stop_token"
         out.append(token)
         steps.append(seq.forward_passes)
+        confidences.append(confidence)
         if control.stop_at is not None and (keep := control.stop_at(out)) is not None:
-            del out[keep:], steps[keep:]  # what the rule cuts off was never final: it is not streamed
+            del out[keep:], steps[keep:], confidences[keep:]  # cut off: never final, never streamed
             return "stop_rule"
         if control.on_tokens is not None:
             control.on_tokens([token])
@@ -50,8 +54,9 @@ def decode_ar(
     if control.first_token_allowed is not None:
         logits = logits.masked_fill(~control.first_token_allowed.to(logits.device), float("-inf"))
     token = choose_token(logits, params, generator)
+    confidence = probability_of(logits, token)
     while True:
-        if (stop_reason := take(token)) or (stop_reason := control.check()):
+        if (stop_reason := take(token, confidence)) or (stop_reason := control.check()):
             break
         draft: list[int] = []
         if lookup is not None:
@@ -59,21 +64,25 @@ def decode_ar(
             draft = lookup.draft(min(params.lookup_tokens, params.max_new_tokens - len(out)))
         hidden = engine.verify(seq, [token, *draft])
         if not draft:
-            token = choose_token(engine.logits(hidden[-1]), params, generator)
+            logits = engine.logits(hidden[-1])
+            token = choose_token(logits, params, generator)
+            confidence = probability_of(logits, token)
             continue
-        predicted = engine.logits(hidden).argmax(-1).tolist()  # row i: greedy choice after [token, *draft][i]
+        # Row i: greedy choice after [token, *draft][i], and how sure the model was of it.
+        best = torch.softmax(engine.logits(hidden), dim=-1).max(dim=-1)
+        predicted, sureness = best.indices.tolist(), best.values.tolist()
         kept = 0
         while kept < len(draft) and predicted[kept] == draft[kept]:
             kept += 1
         if kept < len(draft):
             engine.truncate(seq, seq.length - len(draft) + kept, hidden[kept])
-        for drafted in draft[:kept]:
-            if stop_reason := take(drafted):
+        for drafted, drafted_confidence in zip(draft[:kept], sureness, strict=False):
+            if stop_reason := take(drafted, drafted_confidence):
                 break
         if stop_reason:
             break
         lookup.extend(draft[:kept])
-        token = predicted[kept]
+        token, confidence = predicted[kept], sureness[kept]
     engine.finish(seq)
     return GenerationResult(
         mode="ar",
@@ -85,4 +94,10 @@ def decode_ar(
         cached_prompt_tokens=seq.cached_prompt_tokens,
         latency_ms=(time.perf_counter() - started) * 1000,
         stop_reason=stop_reason,
+        token_confidences=confidences,
     )
+
+
+def probability_of(logits: torch.Tensor, token: int) -> float:
+    """The model's probability of `token` under `logits` (a -inf row gives 0)."""
+    return float(torch.softmax(logits.float(), dim=-1)[token].nan_to_num(0.0))

@@ -30,34 +30,38 @@ class _Output:
         self.params, self.control = params, control
         self.token_ids: list[int] = []
         self.commit_steps: list[int] = []
+        self.confidences: list[float] = []
         self.stop_reason: str | None = None
 
-    def extend(self, tokens: list[int], steps: list[int]) -> bool:
-        """Append newly final tokens; True when generation must stop."""
+    def extend(self, tokens: list[int], steps: list[int], confidences: list[float]) -> bool:
+        """Append newly final tokens (with their commit steps and confidences); True when generation must stop."""
         for i, token in enumerate(tokens):
             if token in self.params.stop_token_ids:
-                tokens, steps = tokens[:i], steps[:i]
+                tokens, steps, confidences = tokens[:i], steps[:i], confidences[:i]
                 self.stop_reason = "stop_token"
                 break
         before = len(self.token_ids)
         self.token_ids.extend(tokens)
         self.commit_steps.extend(steps)
+        self.confidences.extend(confidences)
         if self.control.stop_at is not None and (keep := self.control.stop_at(self.token_ids)) is not None:
-            del self.token_ids[keep:], self.commit_steps[keep:]
+            del self.token_ids[keep:], self.commit_steps[keep:], self.confidences[keep:]
             self.stop_reason = "stop_rule"
         # Only what the stop rule keeps is final, and only final tokens are streamed.
         if len(self.token_ids) > before and self.control.on_tokens is not None:
             self.control.on_tokens(self.token_ids[before:])
         return self.stop_reason is not None
 
-    def advance(self, block: list[int], steps: list[int], masked: torch.Tensor, final: int, limit: int) -> int:
+    def advance(
+        self, block: list[int], steps: list[int], confidences: list[float], masked: torch.Tensor, final: int, limit: int
+    ) -> int:
         """Hand over the positions from `final` on (below `limit`) that are final now: committed, with no
         mask before them. Returns the new `final`; stop_reason says whether generation must stop."""
         start = final
         while final < limit and not masked[final]:
             final += 1
         if final > start:
-            self.extend(block[start:final], steps[start:final])
+            self.extend(block[start:final], steps[start:final], confidences[start:final])
         return final
 
     def result(self, engine: Engine, seq: Sequence, started: float, steps_per_block: list[int]) -> GenerationResult:
@@ -73,6 +77,7 @@ class _Output:
             latency_ms=(time.perf_counter() - started) * 1000,
             stop_reason=self.stop_reason or "length",
             steps_per_block=steps_per_block,
+            token_confidences=self.confidences,
         )
 
 
@@ -123,6 +128,7 @@ def _decode_one_block(
     assert engine.mask_token_id is not None
     block = [engine.mask_token_id] * size
     commit_step = [0] * size
+    confidence = [0.0] * size
     masked = torch.ones(size, dtype=torch.bool)
     first_row = None  # prediction for block position 0: fixed once `pending` is in the cache
     final = 0  # leading positions already handed to `out`
@@ -147,12 +153,13 @@ def _decode_one_block(
             rows = torch.cat((first_row, first_row.expand(size - 1, -1)), dim=0)  # unused rows: all committed
         steps += 1
         on_device = _current_sub_block(masked, params.sub_block_size).to(rows.device)
-        tokens, commit = denoise_rows(rows, on_device, params, seq.forward_passes)
+        tokens, row_confidence, commit = denoise_rows(rows, on_device, params, seq.forward_passes)
         for i in commit.nonzero().flatten().tolist():
             block[i] = int(tokens[i])
             commit_step[i] = seq.forward_passes
+            confidence[i] = float(row_confidence[i])
             masked[i] = False
-        final = out.advance(block, commit_step, masked, final, size)
+        final = out.advance(block, commit_step, confidence, masked, final, size)
         if out.stop_reason is not None:
             break
     return block, steps
@@ -165,16 +172,13 @@ def step_seed(params: GenerationParams, forward_passes: int) -> int | None:
 
 def denoise_rows(
     rows: torch.Tensor, active: torch.Tensor, params: GenerationParams, forward_passes: int
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """(tokens, commit mask) for the rows of one block, `active` the positions that may commit now."""
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(tokens, confidence, commit mask) for the rows of one block, `active` the positions that may commit now."""
     # Fallback candidates: the leftmost few candidates, so that a lone fallback commit never
     # lands on a far token (a closing bracket, a newline) that the stop rules then throw away.
     fallback = active & (active.cumsum(0) <= params.fallback_window)
     seed = step_seed(params, forward_passes)
-    tokens, _, commit = kernels.denoise_step(
-        rows, active, params.threshold, rows.shape[0], fallback, params.temperature, seed
-    )
-    return tokens, commit
+    return kernels.denoise_step(rows, active, params.threshold, rows.shape[0], fallback, params.temperature, seed)
 
 
 def _current_sub_block(masked: torch.Tensor, sub_block_size: int | None) -> torch.Tensor:

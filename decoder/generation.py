@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -83,6 +84,10 @@ class GenerationResult:
     latency_ms: float
     stop_reason: str  # "stop_token", "stop_rule", "length", "cancelled", "time_budget"
     steps_per_block: list[int] = field(default_factory=list)
+    # Per generated token: the probability the decoder gave it when it committed it (the winning row's
+    # softmax maximum for a block step; the model's probability of the chosen token for AR). Empty where a
+    # backend does not report it (a remote server).
+    token_confidences: list[float] = field(default_factory=list)
 
     @classmethod
     def interrupted_prefill(cls, mode: str, reason: str, prompt_tokens: int, started: float) -> GenerationResult:
@@ -94,11 +99,26 @@ class GenerationResult:
     def tokens_per_forward(self) -> float:
         return len(self.token_ids) / self.forward_passes if self.forward_passes else 0.0
 
+    @property
+    def confidence(self) -> float | None:
+        """Geometric mean of the token confidences: how sure the decoder was of the span as a whole (None
+        when nothing was generated or the backend does not report confidences)."""
+        return mean_confidence(self.token_confidences)
+
     def to_json(self) -> dict:
         out = asdict(self)
+        out["token_confidences"] = [round(c, 4) for c in self.token_confidences]
+        out["confidence"] = None if self.confidence is None else round(self.confidence, 4)
         out["tokens_per_forward"] = round(self.tokens_per_forward, 4)
         out["latency_ms"] = round(self.latency_ms, 3)
         return out
+
+
+def mean_confidence(confidences: list[float]) -> float | None:
+    """exp(mean log p): one unsure token pulls the span's confidence down more than an arithmetic mean would."""
+    if not confidences:
+        return None
+    return math.exp(sum(math.log(max(c, 1e-12)) for c in confidences) / len(confidences))
 
 
 StopAt = Callable[[list[int]], int | None]

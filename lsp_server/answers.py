@@ -16,6 +16,7 @@ class Reported(Protocol):
     prompt_tokens: int
     cached_prompt_tokens: int
     tokens: int
+    confidence: float | None
 
 
 def numbers_json(answer: Reported) -> dict[str, Any]:
@@ -28,6 +29,7 @@ def numbers_json(answer: Reported) -> dict[str, Any]:
         "prompt_tokens": answer.prompt_tokens,
         "cached_prompt_tokens": answer.cached_prompt_tokens,
         "tokens": answer.tokens,
+        "confidence": None if answer.confidence is None else round(answer.confidence, 4),
     }
 
 
@@ -39,4 +41,5 @@ def numbers_from(gen: GenerationResult) -> dict[str, Any]:
         "prompt_tokens": gen.prompt_tokens,
         "cached_prompt_tokens": gen.cached_prompt_tokens,
         "tokens": len(gen.token_ids),
+        "confidence": gen.confidence,
     }

@@ -29,12 +29,15 @@ def add_setting_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--block-size", type=int)
     parser.add_argument("--threshold", type=float)
     parser.add_argument("--time-budget-ms", type=int)
+    parser.add_argument(
+        "--min-confidence", type=float, help="hold back a suggestion less sure than this (0-1; default 0: never)"
+    )
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
     raw = {"model": args.model, "device": args.device, "dtype": args.dtype}
     raw["backend"] = getattr(args, "backend", "torch")  # present once the onnx backend option is in
-    for name in ("explain_model", "block_size", "threshold", "time_budget_ms", "explain_max_tokens"):
+    for name in ("explain_model", "block_size", "threshold", "time_budget_ms", "explain_max_tokens", "min_confidence"):
         if getattr(args, name, None) is not None:
             raw[name] = getattr(args, name)
     if getattr(args, "max_tokens", None) is not None:
@@ -91,9 +94,10 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(answer.to_json() | {"file": str(path), "line": line_no, "column": col_no}))
     else:
         sys.stdout.write((answer.text or "") + "\n")
+        sure = "" if answer.confidence is None else f", confidence {answer.confidence:.2f}"
         print(
             f"[{answer.route}] {answer.tokens} tokens, {answer.forward_passes} forward passes, "
-            f"{answer.latency_ms:.1f} ms, stop: {answer.stop_reason}",
+            f"{answer.latency_ms:.1f} ms{sure}, stop: {answer.stop_reason}",
             file=sys.stderr,
         )
     return 0

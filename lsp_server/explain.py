@@ -32,6 +32,7 @@ class ExplainAnswer:
     prompt_tokens: int = 0
     cached_prompt_tokens: int = 0
     tokens: int = 0
+    confidence: float | None = None  # geometric mean of the token confidences (decoder.generation)
     truncated_input: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 

@@ -78,6 +78,7 @@ class InlineAnswer:
     prompt_tokens: int = 0
     cached_prompt_tokens: int = 0
     tokens: int = 0
+    confidence: float | None = None  # geometric mean of the token confidences (decoder.generation)
     commit_steps: list[int] = field(default_factory=list)
     raw_text: str = ""  # the model's text before the rule chain
     window: tuple[int, int] = (0, 0)
@@ -151,6 +152,12 @@ def candidate_for(
     return postprocess(ctx, text)
 
 
+def too_unsure(confidence: float | None, settings: Settings) -> bool:
+    """Whether to hold back a suggestion the decoder was unsure of (ghost text that is mostly wrong costs the
+    user a glance and an Escape). A backend that reports no confidence is never held back."""
+    return confidence is not None and confidence < settings.min_confidence
+
+
 def run_inline(
     routes: ModelRoutes,
     req: InlineRequest,
@@ -182,11 +189,14 @@ def run_inline(
     )
     candidate = candidate_for(doc, geo, settings, prefix, window, result.text)
     gen = result.generation
+    stop_reason = gen.stop_reason
+    if candidate is not None and too_unsure(gen.confidence, settings):
+        candidate, stop_reason = None, "low_confidence"
     answer = answer_for(
         geo,
         candidate,
         mode,
-        gen.stop_reason,
+        stop_reason,
         **numbers_from(gen),
         commit_steps=list(gen.commit_steps),
         raw_text=result.text,

@@ -32,6 +32,9 @@ class Settings:
     # AR decoding (explain; inline when inline_mode is "ar"): draft up to this many tokens by prompt lookup and
     # check them in the next token's pass (decoder/lookup.py). Same output, fewer passes; 0: off.
     lookup_tokens: int = 8
+    # Hold back ghost text whose confidence (geometric mean of its tokens' probabilities) is below this; 0: show
+    # every suggestion. See `parafill eval`'s coverage table for what a value keeps and how good that is.
+    min_confidence: float = 0.0
     time_budget_ms: int = 2000  # hard limit per inline request; what is committed by then is answered
     debounce_ms: int = 0  # wait before running the model; a newer request in this window supersedes
     # context window (stable grid, see lsp_server/context.py)
@@ -82,6 +85,7 @@ _RULES: dict[str, tuple[type, float | None, float | None]] = {
     "block_size": (int, 1, 256),
     "threshold": (float, 0.0, 1.0),
     "lookup_tokens": (int, 0, 64),
+    "min_confidence": (float, 0.0, 1.0),
     "time_budget_ms": (int, 1, 600_000),
     "debounce_ms": (int, 0, 10_000),
     "context_lines_before": (int, 1, 100_000),

@@ -9,7 +9,7 @@ import platform
 import sys
 import time
 
-from decoder.evaluation.plots import plot_quality_vs_parallelism
+from decoder.evaluation.plots import plot_confidence_coverage, plot_quality_vs_parallelism
 from decoder.evaluation.runner import DecodeConfig, bits_per_byte, run_config
 from decoder.evaluation.tasks import build_tasks, explain_tasks, load_tasks, stdlib_heldout_files
 from decoder.families import CAUSAL
@@ -41,6 +41,9 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", help="write the report here")
     parser.add_argument("--plot", help="write a PNG of quality vs tokens per forward here")
+    parser.add_argument(
+        "--coverage-plot", help="write a PNG of quality vs the share of completions a confidence gate keeps"
+    )
 
 
 def run_eval(args: argparse.Namespace, engine, model_name: str) -> dict:
@@ -79,6 +82,7 @@ def run_eval(args: argparse.Namespace, engine, model_name: str) -> dict:
             row = run_config(engine, tasks, config, max_new, not args.no_healing, fallback_window)
             rows.append(row)
             print(_format_row(kind, row), file=sys.stderr)
+            print(_format_coverage(row), file=sys.stderr)
         if rows:
             report["kinds"][kind] = rows
     report["seconds"] = round(time.perf_counter() - started, 1)
@@ -87,6 +91,8 @@ def run_eval(args: argparse.Namespace, engine, model_name: str) -> dict:
             json.dump(report, f, indent=2)
     if args.plot and report["kinds"]:
         plot_quality_vs_parallelism(report, args.plot)
+    if args.coverage_plot and report["kinds"]:
+        plot_confidence_coverage(report, args.coverage_plot)
     return report
 
 
@@ -99,3 +105,13 @@ def _format_row(kind: str, row: dict) -> str:
         f"tok/fwd {row['tokens_per_forward']:.2f}  AR-ness {'-' if arness is None else f'{arness:.2f}'}  "
         f"p50 {row['latency_ms_p50']:.0f} ms"
     )
+
+
+def _format_coverage(row: dict) -> str:
+    """`keep 50% (conf >= 0.41): ES 0.312 EM 5.1%` for each share a confidence gate would keep."""
+    parts = [
+        f"{c['keep']:.0%} (>= {c['min_confidence']:.2f}): ES {c['edit_similarity']:.3f} EM {c['exact_match']:.1%}"
+        for c in row.get("confidence_coverage", [])
+        if c["keep"] < 1.0
+    ]
+    return "        keep " + ", ".join(parts) if parts else ""

@@ -62,3 +62,31 @@ def position_order_tau(commit_steps: list[int], block_size: int) -> float:
     taus = [kendall_tau(list(range(len(b))), b) for b in block_traces(commit_steps, block_size) if len(b) > 1]
     taus = [t for t in taus if not math.isnan(t)]
     return sum(taus) / len(taus) if taus else float("nan")
+
+
+KEEP_SHARES = (1.0, 0.75, 0.5, 0.25, 0.1)
+
+
+def confidence_coverage(
+    confidences: list[float | None], em: list[bool], es: list[float], shares: tuple[float, ...] = KEEP_SHARES
+) -> list[dict]:
+    """Quality of the completions a confidence gate would still show: for each share kept (the most confident
+    first), the gate that keeps it and the exact match and edit similarity of what it keeps. A task without a
+    confidence (nothing generated) counts as the least confident."""
+    order = sorted(range(len(es)), key=lambda i: -(confidences[i] or 0.0))
+    out = []
+    for share in shares:
+        n = max(1, round(share * len(order))) if order else 0
+        kept = order[:n]
+        if not kept:
+            continue
+        out.append(
+            {
+                "keep": share,
+                "tasks": n,
+                "min_confidence": round(confidences[kept[-1]] or 0.0, 4),
+                "exact_match": round(sum(em[i] for i in kept) / n, 4),
+                "edit_similarity": round(sum(es[i] for i in kept) / n, 4),
+            }
+        )
+    return out

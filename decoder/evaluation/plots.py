@@ -44,3 +44,33 @@ def plot_quality_vs_parallelism(report: dict, path: str | Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def plot_confidence_coverage(report: dict, path: str | Path) -> None:
+    """Edit similarity of what a confidence gate keeps vs the share it keeps, one line per configuration."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    kinds = [(kind, rows) for kind, rows in report["kinds"].items() if rows and rows[0].get("confidence_coverage")]
+    if not kinds:
+        return
+    fig, axes = plt.subplots(1, len(kinds), figsize=(6 * len(kinds), 4.5), squeeze=False)
+    for ax, (kind, rows) in zip(axes[0], kinds, strict=True):
+        for row in rows:
+            points = row["confidence_coverage"]
+            ax.plot(
+                [p["keep"] * 100 for p in points], [p["edit_similarity"] for p in points], "o-", label=row["config"]
+            )
+        ax.set_xlim(105, 0)  # from showing everything (left) to showing only the surest few (right)
+        ax.set_ylim(0, 1)
+        ax.set_xlabel("completions shown (%), most confident first")
+        ax.set_ylabel("edit similarity of those shown")
+        ax.set_title(f"{kind} tasks ({rows[0]['tasks']})")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8, loc="upper left")
+    fig.suptitle(f"confidence gate: {report['model']}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

@@ -10,7 +10,13 @@ import torch
 from tqdm import tqdm
 
 from decoder.engine import Engine
-from decoder.evaluation.metrics import edit_similarity, exact_match, leftmost_commit_fraction, position_order_tau
+from decoder.evaluation.metrics import (
+    confidence_coverage,
+    edit_similarity,
+    exact_match,
+    leftmost_commit_fraction,
+    position_order_tau,
+)
 from decoder.evaluation.tasks import ExplainTask, InfillTask
 from decoder.generation import GenerationControl, GenerationParams, GenerationResult
 from decoder.infill import completion_stop_rule, infill
@@ -47,6 +53,7 @@ def run_config(
     progress: bool = True,
 ) -> dict:
     em, es, latency, tokens, passes, arness, taus, samples = [], [], [], 0, 0, [], [], []
+    confidences: list[float | None] = []
     cached = 0  # prompt tokens served from the prefix cache: 0, every request is cold
     for task in tqdm(tasks, desc=config.label, disable=not progress, leave=False):
         params = GenerationParams(
@@ -67,6 +74,7 @@ def run_config(
             prediction, gen = res.text, res.generation
         em.append(exact_match(prediction, task.target))
         es.append(edit_similarity(prediction, task.target))
+        confidences.append(gen.confidence)
         latency.append(gen.latency_ms)
         tokens += len(gen.token_ids)
         cached += gen.cached_prompt_tokens
@@ -98,6 +106,8 @@ def run_config(
         "cached_prompt_tokens": cached,
         "latency_ms_p50": round(statistics.median(latency), 2) if latency else None,
         "latency_ms_p90": round(_percentile(latency, 0.9), 2) if latency else None,
+        # What a ghost-text confidence gate (the minConfidence setting) would keep, and how good that is.
+        "confidence_coverage": confidence_coverage(confidences, em, es),
         "samples": samples,
     }
 

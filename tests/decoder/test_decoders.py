@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 
 import pytest
 import torch
@@ -48,6 +49,26 @@ def test_block_of_one_at_threshold_one_is_exactly_ar(engine):
     assert block.token_ids == ar.token_ids
     assert block.forward_passes == ar.forward_passes
     assert block.commit_steps == ar.commit_steps
+    assert block.token_confidences == pytest.approx(ar.token_confidences, abs=1e-5)
+
+
+def test_token_confidences_are_the_probabilities_of_the_committed_tokens(engine, tiny_model_dir):
+    ids = engine.tokenizer.encode(PROMPT)
+    ar = generate(engine, ids, "ar", GenerationParams(max_new_tokens=12))
+    ref = Qwen2ForCausalLM.from_pretrained(str(tiny_model_dir)).eval()
+    with torch.no_grad():
+        logits = ref(torch.tensor([ids + ar.token_ids])).logits[0, len(ids) - 1 : -1] + engine.logit_bias
+    expected = torch.softmax(logits, -1)[torch.arange(12), torch.tensor(ar.token_ids)].tolist()
+    assert ar.token_confidences == pytest.approx(expected, abs=1e-5)
+    mean_log = sum(math.log(c) for c in expected) / 12
+    assert ar.confidence == pytest.approx(math.exp(mean_log), rel=1e-4)
+    assert ar.to_json()["confidence"] == round(ar.confidence, 4)
+    # Block: a token below the threshold is only ever a step's one fallback commit; the rest reached it.
+    block = generate(engine, ids, "block", GenerationParams(max_new_tokens=32, block_size=8, threshold=0.02))
+    assert len(block.token_confidences) == len(block.token_ids) == 32
+    assert all(0 < c <= 1 for c in block.token_confidences)
+    below = sum(c < 0.02 for c in block.token_confidences)
+    assert below <= sum(block.steps_per_block) < 32 - below, "threshold 0.02 commits several tokens per step"
 
 
 @pytest.mark.parametrize("block_size", [2, 4, 8, 16])

@@ -51,6 +51,7 @@ def test_lookup_gives_greedy_tokens_in_fewer_passes(engine, draft):
     plain = generate(engine, ids, "ar", GenerationParams(max_new_tokens=48))
     fast = generate(engine, ids, "ar", GenerationParams(max_new_tokens=48, lookup_tokens=draft))
     assert fast.token_ids == plain.token_ids and len(plain.token_ids) == 48
+    assert fast.token_confidences == pytest.approx(plain.token_confidences, abs=1e-5)
     assert fast.forward_passes < plain.forward_passes == 48
     assert fast.tokens_per_forward > 1
     # Every token is committed by a pass that ran, in order; tokens checked in one pass share its number.

@@ -11,6 +11,7 @@ import pytest
 from decoder.engine import Engine
 from decoder.evaluation.cli import add_eval_arguments, run_eval
 from decoder.evaluation.metrics import (
+    confidence_coverage,
     edit_similarity,
     exact_match,
     kendall_tau,
@@ -49,6 +50,17 @@ def test_metrics_definitions():
     assert leftmost_commit_fraction([2, 1, 3, 3], 4) == pytest.approx(1 / 3)
     assert kendall_tau([0, 1, 2], [1, 2, 3]) == 1.0 and kendall_tau([0, 1, 2], [3, 2, 1]) == -1.0
     assert position_order_tau([1, 2, 3, 4, 4, 3, 2, 1], 4) == 0.0
+
+
+def test_confidence_coverage_keeps_the_surest_completions():
+    confidences = [0.9, None, 0.2, 0.6]
+    em, es = [True, False, False, False], [1.0, 0.0, 0.2, 0.5]
+    table = confidence_coverage(confidences, em, es, shares=(1.0, 0.5, 0.25))
+    assert [row["tasks"] for row in table] == [4, 2, 1]
+    assert table[0]["edit_similarity"] == pytest.approx(0.425) and table[0]["min_confidence"] == 0.0
+    assert table[1] == {"keep": 0.5, "tasks": 2, "min_confidence": 0.6, "exact_match": 0.5, "edit_similarity": 0.75}
+    assert table[2]["exact_match"] == 1.0 and table[2]["min_confidence"] == 0.9
+    assert confidence_coverage([], [], []) == []
 
 
 def test_tasks_reassemble_the_file():
@@ -92,6 +104,8 @@ def test_eval_report_has_every_metric(tiny_model_dir, tmp_path):
             str(out),
             "--plot",
             str(tmp_path / "r.png"),
+            "--coverage-plot",
+            str(tmp_path / "c.png"),
         ]
     )
     report = run_eval(args, Engine.from_folder(tiny_model_dir), "tiny")
@@ -99,7 +113,7 @@ def test_eval_report_has_every_metric(tiny_model_dir, tmp_path):
     (explain,) = report["kinds"].pop("explain")  # the explain route: AR only
     assert explain["mode"] == "ar" and explain["tasks"] == 3 and 0 <= explain["edit_similarity"] <= 1
     assert all("\n" not in s["prediction"] and "\n" not in s["target"] for s in explain["samples"])
-    assert (tmp_path / "r.png").stat().st_size > 1000
+    assert (tmp_path / "r.png").stat().st_size > 1000 and (tmp_path / "c.png").stat().st_size > 1000
     assert report["bits_per_byte"] > 0
     assert report["fallback_window"] == CAUSAL.fallback_window  # unset: decodes as the server does
     for rows in report["kinds"].values():
@@ -113,6 +127,9 @@ def test_eval_report_has_every_metric(tiny_model_dir, tmp_path):
             assert 0 <= row["edit_similarity_se"] <= 0.5 / math.sqrt(row["tasks"] - 1)  # a [0, 1] score's bound
             p = row["exact_match"]
             assert row["exact_match_se"] == pytest.approx(math.sqrt(p * (1 - p) / row["tasks"]), abs=1e-4)
+            everything = row["confidence_coverage"][0]
+            assert everything["keep"] == 1.0 and everything["tasks"] == row["tasks"]
+            assert everything["edit_similarity"] == pytest.approx(row["edit_similarity"], abs=1e-3)
 
 
 def test_eval_lookup_row_scores_as_ar_in_fewer_passes(tiny_model_dir):

@@ -37,6 +37,23 @@ async def test_inline_after_non_bmp_characters_has_a_valid_same_line_range(share
     assert rng.end.character <= len(EMOJI_DOC.splitlines()[line].encode("utf-16-le")) // 2
 
 
+async def test_min_confidence_holds_back_unsure_ghost_text(shared):
+    line, col = position_of(EMOJI_DOC, EMOJI_DOC.index(" + ") + 3)
+    shared.open(doc_uri("sure.py"), EMOJI_DOC)
+    assert await shared.inline(doc_uri("sure.py"), line, col), "minConfidence 0 (the default) shows everything"
+    shared.client.workspace_did_change_configuration(
+        types.DidChangeConfigurationParams(settings={"parafill": {"minConfidence": 1.0}})
+    )
+    try:
+        shared.open(doc_uri("unsure.py"), EMOJI_DOC)  # a fresh document: nothing typed ahead to serve
+        held_back = await shared.inline(doc_uri("unsure.py"), line, col)
+    finally:
+        shared.client.workspace_did_change_configuration(
+            types.DidChangeConfigurationParams(settings={"parafill": {"minConfidence": 0.0}})
+        )
+    assert held_back == []  # no token of a random tiny model is certain
+
+
 async def test_utf8_positions_when_the_client_offers_only_utf8(tiny_model_dir):
     s = await Session().start(tiny_options(tiny_model_dir), encodings=["utf-8"])
     try:

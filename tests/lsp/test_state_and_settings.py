@@ -53,5 +53,7 @@ def test_settings_accept_camel_and_snake_case_under_a_section_and_keep_bad_value
     assert changed.engine_key != settings.engine_key and changed.max_tokens_line == 8
     assert parse_settings({"model": ""})[0].model is None
     assert parse_settings({"lookupTokens": 0})[0].lookup_tokens == 0  # drafts off
+    assert parse_settings({"minConfidence": 0.3})[0].min_confidence == 0.3
+    assert parse_settings({"minConfidence": 1.5})[0].min_confidence == Settings().min_confidence == 0.0
     too_many, warned = parse_settings({"lookupTokens": 65})
     assert too_many.lookup_tokens == Settings().lookup_tokens == 8 and warned

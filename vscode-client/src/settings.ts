@@ -19,6 +19,7 @@ export const SERVER_KEYS: Record<string, string> = {
   inlineMode: 'inlineMode',
   blockSize: 'blockSize',
   threshold: 'threshold',
+  minConfidence: 'minConfidence',
   timeBudgetMs: 'timeBudgetMs',
   debounceMs: 'debounceMs',
   contextTokens: 'contextTokens',

@@ -49,6 +49,7 @@ class DistillSetConfig:
     seed: int = 0
     threads: int | None = None
     dtype: str = "bf16"
+    device: str = "cpu"
 
 
 def prompt_row(batcher: Batcher, prompt_len: int, rng: np.random.Generator) -> np.ndarray:
@@ -76,23 +77,27 @@ def greedy_continue(model: CausalLM, prompts: Tensor, n_new: int, banned: list[i
     """[batch, n_new] greedy tokens after `prompts` [batch, prompt_len], with a key/value cache."""
     batch, plen = prompts.shape
     cfg = model.config
-    dtype = next(model.parameters()).dtype
+    weight = next(model.parameters())
+    dev, dtype = weight.device, weight.dtype
+    prompts = prompts.to(dev)
     shape = (batch, cfg.num_key_value_heads, plen + n_new, cfg.head_dim)
     kv = [
-        LayerKV(torch.empty(shape, dtype=dtype), torch.empty(shape, dtype=dtype)) for _ in range(cfg.num_hidden_layers)
+        LayerKV(torch.empty(shape, dtype=dtype, device=dev), torch.empty(shape, dtype=dtype, device=dev))
+        for _ in range(cfg.num_hidden_layers)
     ]
-    bias = torch.zeros(cfg.vocab_size)
+    bias = torch.zeros(cfg.vocab_size, device=dev)
     bias[[b for b in banned if b < cfg.vocab_size]] = float("-inf")
-    hidden = model(prompts, torch.arange(plen).expand(batch, plen), kv=kv, kv_start=0)[:, -1]
-    out = torch.empty(batch, n_new, dtype=torch.long)
+    hidden = model(prompts, torch.arange(plen, device=dev).expand(batch, plen), kv=kv, kv_start=0)[:, -1]
+    out = torch.empty(batch, n_new, dtype=torch.long, device=dev)
     for i in range(n_new):
         out[:, i] = (model.logits(hidden).float() + bias).argmax(-1)
         if i + 1 == n_new:
             break
         at = plen + i
-        mask = torch.ones(1, at + 1, dtype=torch.bool)
-        hidden = model(out[:, i : i + 1], torch.full((batch, 1), at), attn_mask=mask, kv=kv, kv_start=at)[:, -1]
-    return out
+        mask = torch.ones(1, at + 1, dtype=torch.bool, device=dev)
+        pos = torch.full((batch, 1), at, device=dev)
+        hidden = model(out[:, i : i + 1], pos, attn_mask=mask, kv=kv, kv_start=at)[:, -1]
+    return out.cpu()
 
 
 def build_distill_set(cfg: DistillSetConfig, log: Callable[[str], None] = print) -> Path:
@@ -114,6 +119,7 @@ def build_distill_set(cfg: DistillSetConfig, log: Callable[[str], None] = print)
     )
     batcher.rng = rng
     model = load_model(cfg.model, dtype=torch.bfloat16 if cfg.dtype == "bf16" else torch.float32).eval()
+    model.to(cfg.device)
     if model.config.vocab_size != tokenizer.get_vocab_size():
         raise ValueError(f"model vocab {model.config.vocab_size} != corpus tokenizer {tokenizer.get_vocab_size()}")
     rows = np.empty((cfg.rows, seq_len), dtype=np.uint16)

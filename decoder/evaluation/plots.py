@@ -63,6 +63,11 @@ def plot_confidence_coverage(report: dict, path: str | Path) -> None:
             ax.plot(
                 [p["keep"] * 100 for p in points], [p["edit_similarity"] for p in points], "o-", label=row["config"]
             )
+        # The gate (minConfidence) that keeps each share, for the server's decoder (block) where the kind has it.
+        labelled = next((row for row in rows if row["mode"] == "block"), rows[0])
+        for p in labelled["confidence_coverage"]:
+            spot = (p["keep"] * 100, p["edit_similarity"])
+            ax.annotate(f"{p['min_confidence']:.2f}", spot, fontsize=7, textcoords="offset points", xytext=(0, 7))
         ax.set_xlim(105, 0)  # from showing everything (left) to showing only the surest few (right)
         ax.set_ylim(0, 1)
         ax.set_xlabel("completions shown (%), most confident first")
@@ -70,7 +75,7 @@ def plot_confidence_coverage(report: dict, path: str | Path) -> None:
         ax.set_title(f"{kind} tasks ({rows[0]['tasks']})")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8, loc="upper left")
-    fig.suptitle(f"confidence gate: {report['model']}")
+    fig.suptitle(f"confidence gate: {report['model']} (labels: the minConfidence that keeps each share)")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

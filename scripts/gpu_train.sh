@@ -4,6 +4,9 @@
 # CPU smoke test of the same path:                   OUT=/tmp/x scripts/gpu_train.sh --tiny
 # Everything that must come back lands in $OUT: gpu_run.json, recipe.log, train.log, model.tar.part*,
 # bench_denoise.json. Restore the model folder with: cat "$OUT"/model.tar.part* | tar -x
+# Time plan for one 600 s device call: corpus build, 5 min training (--minutes), a 1 min self-distillation
+# fine-tune (--distill-minutes; 0 skips it), compile warm-ups, the kernel benchmark. None of it measured on a
+# GPU yet: give a smaller --minutes when the call's limit is tighter.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:?set OUT to the output folder}"

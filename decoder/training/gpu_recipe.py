@@ -21,11 +21,13 @@ import sys
 import tarfile
 import time
 import traceback
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from decoder.training.distill import DistillSetConfig, build_distill_set
 from decoder.training.objective import ar_loss, block_diffusion_loss
 from decoder.training.prepare import build_corpus
 from decoder.training.sizes import SIZES
@@ -105,6 +107,57 @@ def warm_up(trainer: Trainer, log) -> None:
             trainer.fwd = trainer.model
 
 
+def distill_stage(args: argparse.Namespace, cfg: TrainConfig, export_dir: Path, log) -> dict[str, Any]:
+    """Self-distillation after the main run (decoder/training/distill.py): the trained model writes greedy
+    continuations of training prompts, then a short joint-stage fine-tune mixes them in, so the masked stream
+    learns to commit several tokens per step where greedy decoding is predictable. Overwrites `export_dir`."""
+    t0 = time.time()
+    gen_len = min(64, cfg.seq_len // 2)
+    distill_dir = Path(cfg.run_dir).parent / "distill"
+    build_distill_set(
+        DistillSetConfig(
+            model=str(export_dir),
+            corpus=cfg.corpus,
+            out=str(distill_dir),
+            rows=16 if args.tiny else args.distill_rows,
+            prompt_len=cfg.seq_len - gen_len,
+            gen_len=gen_len,
+            batch_size=8 if args.tiny else 512,
+            seed=cfg.seed + 1,
+            dtype="bf16" if cfg.device.startswith("cuda") else "fp32",
+            device=cfg.device,
+        ),
+        log=lambda m: None,
+    )
+    generated = time.time() - t0
+    log(f"distill set: {len(list(distill_dir.iterdir()))} files in {generated:.1f}s")
+    tuned = replace(
+        cfg,
+        run_dir=str(Path(cfg.run_dir).parent / "run-distill"),
+        init_from=str(export_dir),
+        ar_fraction=0.0,
+        lr=cfg.lr * 0.25,  # a fine-tune of a trained model: a quarter of the main run's peak
+        warmup_steps=2 if args.tiny else 20,
+        max_steps=2 if args.tiny else None,
+        time_budget_minutes=None if args.tiny else args.distill_minutes,
+        distill_set=str(distill_dir),
+        distill_rate=0.75,
+    )
+    trainer = Trainer(tuned, log=log)
+    trainer.cfg.hardware = cfg.hardware
+    warm_up(trainer, log)
+    result = trainer.fit()
+    return {
+        "generate_seconds": round(generated, 1),
+        "train_seconds": round(time.time() - t0 - generated, 1),
+        "tokens": trainer.tokens,
+        "steps": trainer.step,
+        "stages": trainer.stage_stats,
+        "metrics": result,
+        "config": {k: v for k, v in vars(tuned).items() if not k.startswith("_")},
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--out", required=True, type=Path, help="what must come back: model parts, JSON, log")
@@ -119,6 +172,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batch-size", type=int, default=128)
     p.add_argument("--lr", type=float, default=2e-3)
     p.add_argument("--ar-fraction", type=float, default=0.5)
+    p.add_argument(
+        "--distill-minutes", type=float, default=1.0, help="self-distillation fine-tune after the run (0: none)"
+    )
+    p.add_argument("--distill-rows", type=int, default=16384, help="prompts the trained model continues greedily")
     p.add_argument("--compile", choices=["auto", "on", "off"], default="auto")
     p.add_argument("--max-corpus-mb", type=float, default=None, help="stop reading source after this many MB")
     p.add_argument("--sample-corpus-mb", type=float, default=500.0, help="uniform sample of the train split, MB")
@@ -216,6 +273,7 @@ def main(argv: list[str] | None = None) -> int:
     t1 = time.time()
     result = trainer.fit()
     train_seconds = time.time() - t1
+    distill = distill_stage(args, cfg, export_dir, log) if args.distill_minutes > 0 else None
 
     # 3. numbers -----------------------------------------------------------------------------------
     peak = peak_flops(env["device"]) if cuda else None
@@ -239,6 +297,7 @@ def main(argv: list[str] | None = None) -> int:
         "stages": stages,
         "metrics": result,
         "history": trainer.history,
+        "distill": distill,  # the shipped folder is the distilled model when this is not None
         "seconds": {
             "corpus": round(corpus_seconds, 1),
             "train": round(train_seconds, 1),
@@ -257,6 +316,7 @@ def main(argv: list[str] | None = None) -> int:
         f"done: {trainer.tokens:,} tokens, val_ar_bpb {result.get('val_ar_bpb', float('nan')):.4f}, "
         f"val_masked_bpb {result.get('val_masked_bpb', float('nan')):.4f}; "
         + ", ".join(f"{k} {v['tokens_per_s']:,.0f} tok/s mfu {v['mfu']}" for k, v in stages.items())
+        + ("" if distill is None else f"; after distillation val_ar_bpb {distill['metrics'].get('val_ar_bpb'):.4f}")
     )
     return 0
 

@@ -38,6 +38,8 @@ def test_gpu_script_runs_end_to_end_on_cpu(tiny_corpus: Path, tmp_path: Path) ->
     numbers = json.loads((out / "gpu_run.json").read_text())
     assert numbers["steps"] == 4 and numbers["tokens_seen"] == 4 * 8 * 64
     assert set(numbers["stages"]) == {"ar", "joint"}
+    distill = numbers["distill"]  # on by default: 2 fine-tune steps on the tiny path, then the export
+    assert distill["steps"] == 2 and distill["config"]["distill_set"] and distill["metrics"]["val_ar_bpb"] > 0
     assert numbers["metrics"]["val_ar_bpb"] > 0 and numbers["corpus"]["shards"]["train"]["tokens"] > 0
     parts = sorted(out.glob("model.tar.part*"))
     assert parts and all(p.stat().st_size <= 15 * 1024 * 1024 for p in parts)
@@ -48,6 +50,9 @@ def test_gpu_script_runs_end_to_end_on_cpu(tiny_corpus: Path, tmp_path: Path) ->
         tar.extractall(tmp_path / "unpacked", filter="data")
     model_dir = tmp_path / "unpacked" / "model"
     assert load_model(model_dir).config.mask_token_id == 5
+    shipped = json.loads((model_dir / "training.json").read_text())  # the distilled model, the run its lineage
+    assert shipped["runs_total"] == 2 and shipped["stage_tokens"].keys() <= {"joint", "distill"}
+    assert shipped["tokens_seen_total"] == numbers["tokens_seen"] + distill["tokens"]
     # Same tokenizer as the one it was given: the GPU model must share the shipped tokenizer.
     assert (model_dir / "tokenizer.json").read_text() == (tiny_corpus / "tokenizer.json").read_text()
     assert TextTokenizer.from_folder(model_dir).special.mask == 5

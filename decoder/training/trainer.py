@@ -555,6 +555,7 @@ def model_card(model: CausalLM, training: dict[str, Any]) -> str:
         f"- tokens per stage (this run): {training.get('stage_tokens', {})}; exported in stage "
         f"`{training.get('stage', '?')}`"
         + (" (AR only so far: block-diffusion decoding is untrained)" if training.get("stage") == "ar" else ""),
+        *_distill_lines(training),
         f"- sequence {tc.get('seq_len')}, batch {tc.get('batch_size')}, lr {tc.get('lr')} (warmup + cosine), "
         f"AR-only share {tc.get('ar_fraction')}, block sizes {tc.get('block_sizes')}, "
         f"FIM rate {tc.get('fim_rate')} (SPM/PSM), explain rate {tc.get('explain_rate')}",
@@ -621,6 +622,18 @@ def _tokens_seen_lines(training: dict[str, Any]) -> list[str]:
         f"- tokens seen: {training['tokens_seen_total']:,} in all, over {training['runs_total']} runs "
         f"({training['train_minutes_total']} minutes)",
         f"- this run: {this_run}, starting from the weights in `{training['init']['folder']}`",
+    ]
+
+
+def _distill_lines(training: dict[str, Any]) -> list[str]:
+    distilled = training.get("stage_tokens", {}).get("distill")
+    if not distilled:
+        return []
+    tc = training.get("train_config", {})
+    return [
+        f"- self-distillation (this run): {distilled:,} tokens of joint-stage batches were training prompts followed "
+        f"by a model's own greedy continuation (`{tc.get('distill_set')}`, share {tc.get('distill_rate')}; "
+        "`parafill distill-set`), so that block steps can commit several tokens where greedy decoding is predictable"
     ]
 
 

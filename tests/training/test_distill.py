@@ -129,6 +129,9 @@ def test_trainer_mixes_distill_batches_into_the_joint_stage(tiny_corpus, tiny_ex
     assert sum(distill[:4]) / 4 > sum(distill[-4:]) / 4  # the masked stream learns the greedy continuations
     trainer.fit()  # 10 more steps: the loop books distill steps as their own stage
     assert trainer.stage_stats["distill"]["steps"] >= 1
+    trainer.export(tmp_path / "export")
+    card = (tmp_path / "export" / "README.md").read_text()
+    assert "self-distillation (this run)" in card and str(tmp_path / "set") in card
 
 
 def test_cli_refuses_missing_model_and_missing_distill_set(tiny_corpus: Path, tmp_path: Path, capsys) -> None:

@@ -40,14 +40,28 @@ def eval_section(report: dict, previous: dict | None = None, command: str = "par
             if old is not None:
                 em, es = f"{em} ({_pct(old['exact_match'])})", f"{es} ({old['edit_similarity']:.3f})"
             arness = row.get("ar_ness_leftmost_fraction")
+            tpf = f"{row['tokens_per_forward']:.2f}" + ("" if old is None else f" ({old['tokens_per_forward']:.2f})")
             lines.append(
-                f"| {_KIND_NAMES.get(kind, kind)} ({row['tasks']}) | {row['config']} | {em} | {es} | "
-                f"{row['tokens_per_forward']:.2f} | "
+                f"| {_KIND_NAMES.get(kind, kind)} ({row['tasks']}) | {row['config']} | {em} | {es} | {tpf} | "
                 f"{'-' if arness is None else f'{arness:.2f}'} | {row['latency_ms_p50']:.0f} ms |"
             )
+    lines += _gate_lines(report)
     if "bits_per_byte" in report:
         bpb = f"Held-out bits per byte {report['bits_per_byte']:.4f}"
         if previous and "bits_per_byte" in previous:
             bpb += f" (previous: {previous['bits_per_byte']:.4f})"
         lines += ["", bpb + "."]
     return "\n".join(lines) + "\n"
+
+
+def _gate_lines(report: dict) -> list[str]:
+    """What the minConfidence gate keeps on rest-of-line tasks with the first block-decoder configuration."""
+    row = next((r for r in report["kinds"].get("line", []) if r["mode"] == "block"), None)
+    coverage = [c for c in (row or {}).get("confidence_coverage", []) if c["keep"] < 1.0]
+    if not coverage:
+        return []
+    kept = "; ".join(
+        f"{c['keep']:.0%} at >= {c['min_confidence']:.2f} (ES {c['edit_similarity']:.3f}, EM {_pct(c['exact_match'])})"
+        for c in coverage
+    )
+    return ["", f"Confidence gate (`minConfidence`), rest of line, {row['config']}: keeps {kept}."]  # type: ignore[index]

@@ -46,4 +46,9 @@ def test_ship_copies_inference_files_and_writes_the_eval_table(tiny_corpus: Path
     es, se = f"{line_ar['edit_similarity']:.3f}", f"{line_ar['edit_similarity_se']:.3f}"
     assert f"| rest of line ({line_ar['tasks']}) | ar | " in card and f"{es} ± {se} ({es})" in card  # previous: ()
     assert f"({report['kinds']['explain'][0]['tasks']}) | ar |" in card
+    tpf = f"{line_ar['tokens_per_forward']:.2f}"
+    assert f"| {tpf} ({tpf}) |" in card  # tokens per forward, the replaced model's in brackets
+    gate = report["kinds"]["line"][1]["confidence_coverage"][1]  # block t=0.9, the surest 75%
+    assert "Confidence gate (`minConfidence`), rest of line, block B=8 t=0.9: keeps 75% at >= " in card
+    assert f"75% at >= {gate['min_confidence']:.2f} (ES {gate['edit_similarity']:.3f}" in card
     assert f"Held-out bits per byte {report['bits_per_byte']:.4f} (previous: 9.8765)." in card

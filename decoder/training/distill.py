@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from tokenizers import Tokenizer
 from torch import Tensor
 
 from decoder.checkpoint import load_model
@@ -105,8 +106,6 @@ def build_distill_set(cfg: DistillSetConfig, log: Callable[[str], None] = print)
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     corpus = Path(cfg.corpus)
-    from tokenizers import Tokenizer
-
     tokenizer = Tokenizer.from_file(str(corpus / "tokenizer.json"))
     seq_len = cfg.prompt_len + cfg.gen_len
     rng = np.random.default_rng(cfg.seed)

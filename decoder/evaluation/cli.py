@@ -108,7 +108,7 @@ def _format_row(kind: str, row: dict) -> str:
 
 
 def _format_coverage(row: dict) -> str:
-    """`keep 50% (conf >= 0.41): ES 0.312 EM 5.1%` for each share a confidence gate would keep."""
+    """`keep 75% (>= 0.12): ES 0.223 EM 3.8%, 50% (...` for each share a confidence gate would keep."""
     parts = [
         f"{c['keep']:.0%} (>= {c['min_confidence']:.2f}): ES {c['edit_similarity']:.3f} EM {c['exact_match']:.1%}"
         for c in row.get("confidence_coverage", [])

@@ -17,6 +17,7 @@ from decoder.engine import Engine, PrefillInterrupted
 from decoder.generation import GenerationControl, GenerationParams, GenerationResult
 from decoder.lookup import PromptLookup
 from decoder.sampling import choose_token, make_generator
+from kernels.reference import token_and_confidence
 
 
 def decode_ar(
@@ -68,9 +69,10 @@ def decode_ar(
             token = choose_token(logits, params, generator)
             confidence = probability_of(logits, token)
             continue
-        # Row i: greedy choice after [token, *draft][i], and how sure the model was of it.
-        best = torch.softmax(engine.logits(hidden), dim=-1).max(dim=-1)
-        predicted, sureness = best.indices.tolist(), best.values.tolist()
+        # Row i: greedy choice after [token, *draft][i], and how sure the model was of it (the denoise step's
+        # own definition: argmax, lowest id on ties, and its softmax probability).
+        greedy, best_probability = token_and_confidence(engine.logits(hidden))
+        predicted, sureness = greedy.tolist(), best_probability.tolist()
         kept = 0
         while kept < len(draft) and predicted[kept] == draft[kept]:
             kept += 1

@@ -57,11 +57,13 @@ def eval_section(report: dict, previous: dict | None = None, command: str = "par
 def _gate_lines(report: dict) -> list[str]:
     """What the minConfidence gate keeps on rest-of-line tasks with the first block-decoder configuration."""
     row = next((r for r in report["kinds"].get("line", []) if r["mode"] == "block"), None)
-    coverage = [c for c in (row or {}).get("confidence_coverage", []) if c["keep"] < 1.0]
+    if row is None:
+        return []
+    coverage = [c for c in row.get("confidence_coverage", []) if c["keep"] < 1.0]
     if not coverage:
         return []
     kept = "; ".join(
         f"{c['keep']:.0%} at >= {c['min_confidence']:.2f} (ES {c['edit_similarity']:.3f}, EM {_pct(c['exact_match'])})"
         for c in coverage
     )
-    return ["", f"Confidence gate (`minConfidence`), rest of line, {row['config']}: keeps {kept}."]  # type: ignore[index]
+    return ["", f"Confidence gate (`minConfidence`), rest of line, {row['config']}: keeps {kept}."]

@@ -74,12 +74,10 @@ def confidence_coverage(
     first), the gate that keeps it and the exact match and edit similarity of what it keeps. A task without a
     confidence (nothing generated) counts as the least confident."""
     order = sorted(range(len(es)), key=lambda i: -(confidences[i] or 0.0))
-    out = []
-    for share in shares:
-        n = max(1, round(share * len(order))) if order else 0
+    out: list[dict] = []
+    for share in shares if order else ():
+        n = max(1, round(share * len(order)))
         kept = order[:n]
-        if not kept:
-            continue
         out.append(
             {
                 "keep": share,

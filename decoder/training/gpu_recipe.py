@@ -114,12 +114,13 @@ def distill_stage(args: argparse.Namespace, cfg: TrainConfig, export_dir: Path, 
     t0 = time.time()
     gen_len = min(64, cfg.seq_len // 2)
     distill_dir = Path(cfg.run_dir).parent / "distill"
+    rows = 16 if args.tiny else args.distill_rows
     build_distill_set(
         DistillSetConfig(
             model=str(export_dir),
             corpus=cfg.corpus,
             out=str(distill_dir),
-            rows=16 if args.tiny else args.distill_rows,
+            rows=rows,
             prompt_len=cfg.seq_len - gen_len,
             gen_len=gen_len,
             batch_size=8 if args.tiny else 512,
@@ -130,7 +131,7 @@ def distill_stage(args: argparse.Namespace, cfg: TrainConfig, export_dir: Path, 
         log=lambda m: None,
     )
     generated = time.time() - t0
-    log(f"distill set: {len(list(distill_dir.iterdir()))} files in {generated:.1f}s")
+    log(f"distill set: {rows:,} rows in {generated:.1f}s")
     tuned = replace(
         cfg,
         run_dir=str(Path(cfg.run_dir).parent / "run-distill"),

@@ -62,6 +62,12 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
         help="folder from `parafill distill-set`: mix self-distillation rows into the joint stage",
     )
     parser.add_argument("--distill-rate", type=float, default=d.distill_rate, help="share of joint batches")
+    parser.add_argument(
+        "--certainty-weight",
+        type=float,
+        default=d.certainty_weight,
+        help="certainty forcing on distill batches: weight of the entropy of right masked predictions (0: off)",
+    )
     parser.add_argument("--resume", action="store_true", help="continue from RUN/checkpoint")
     parser.add_argument("--no-progress", action="store_true")
 
@@ -95,6 +101,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         init_from=args.init_from,
         distill_set=args.distill_set,
         distill_rate=args.distill_rate,
+        certainty_weight=args.certainty_weight,
         resume=args.resume,
         progress=not args.no_progress,
     )

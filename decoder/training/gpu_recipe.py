@@ -143,6 +143,7 @@ def distill_stage(args: argparse.Namespace, cfg: TrainConfig, export_dir: Path, 
         time_budget_minutes=None if args.tiny else args.distill_minutes,
         distill_set=str(distill_dir),
         distill_rate=0.75,
+        certainty_weight=args.certainty_weight,
     )
     trainer = Trainer(tuned, log=log)
     trainer.cfg.hardware = cfg.hardware
@@ -177,6 +178,9 @@ def main(argv: list[str] | None = None) -> int:
         "--distill-minutes", type=float, default=1.0, help="self-distillation fine-tune after the run (0: none)"
     )
     p.add_argument("--distill-rows", type=int, default=16384, help="prompts the trained model continues greedily")
+    p.add_argument(
+        "--certainty-weight", type=float, default=0.0, help="certainty forcing in the distillation fine-tune (0: off)"
+    )
     p.add_argument("--compile", choices=["auto", "on", "off"], default="auto")
     p.add_argument("--max-corpus-mb", type=float, default=None, help="stop reading source after this many MB")
     p.add_argument("--sample-corpus-mb", type=float, default=500.0, help="uniform sample of the train split, MB")

@@ -35,6 +35,12 @@ class LossOut:
     ar: Tensor  # next-token CE (nats/token) on the clean stream
     masked: Tensor | None  # masked-token CE (nats/token) on the noisy stream
     n_masked: int = 0
+    certainty: Tensor | None = None  # certainty-forcing entropy (nats) on the correctly predicted masked tokens
+
+
+# Certainty forcing (after dParallel): the entropy is taken at this temperature, so the term keeps pushing
+# on a prediction that is right and already fairly sure, where the plain CE gradient has nearly vanished.
+CERTAINTY_TEMPERATURE = 0.5
 
 
 def mask_rates(block_size: int) -> tuple[float, float]:
@@ -52,6 +58,18 @@ def ar_loss(model: CausalLM, x: Tensor) -> LossOut:
     logits = model.logits(hidden[:, :-1])
     ce = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), x[:, 1:].reshape(-1))
     return LossOut(ce, ce.detach(), None)
+
+
+def certainty_entropy(logits: Tensor, targets: Tensor, temperature: float = CERTAINTY_TEMPERATURE) -> Tensor:
+    """Mean entropy of softmax(logits / T) over the rows whose argmax is the target (0 when none is).
+
+    Only right predictions are sharpened: making a wrong guess surer would teach confident mistakes, which
+    a threshold decoder commits in parallel."""
+    right = logits.argmax(-1) == targets
+    if not bool(right.any()):
+        return logits.sum() * 0.0
+    logp = F.log_softmax(logits[right] / temperature, dim=-1)
+    return -(logp.exp() * logp).sum(-1).mean()
 
 
 def noise(x0: Tensor, block_size: int, mask_id: int, generator: torch.Generator | None = None) -> tuple[Tensor, Tensor]:
@@ -84,8 +102,11 @@ def block_diffusion_loss(
     generator: torch.Generator | None = None,
     ar_weight: float = 1.0,
     ar_scored: Tensor | None = None,
+    certainty_weight: float = 0.0,
 ) -> LossOut:
-    """ar_scored: bool [B, L-1], the clean outputs whose next-token loss counts (default: all of them)."""
+    """ar_scored: bool [B, L-1], the clean outputs whose next-token loss counts (default: all of them).
+    certainty_weight: adds that times `certainty_entropy` of the masked predictions (self-distillation rows,
+    whose targets are the model's own greedy choices: certainty forcing, after dParallel)."""
     B, L = x0.shape
     xt, masked = noise(x0, block_size, mask_id, generator)
     attn = training_mask(L, block_size, device=x0.device)
@@ -100,11 +121,17 @@ def block_diffusion_loss(
     if n_masked:
         m_logits = model.logits(h_noisy[:, :-1][sel]).float()
         masked_ce = F.cross_entropy(m_logits, targets[sel])
+        certainty = certainty_entropy(m_logits, targets[sel]) if certainty_weight else None
     else:
         masked_ce = h_noisy.sum() * 0.0
+        certainty = None
     if ar_scored is None:
         a_logits = model.logits(h_clean[:, :-1]).float()
         ar_ce = F.cross_entropy(a_logits.reshape(-1, a_logits.shape[-1]), targets.reshape(-1))
     else:
         ar_ce = F.cross_entropy(model.logits(h_clean[:, :-1][ar_scored]).float(), targets[ar_scored])
-    return LossOut(masked_ce + ar_weight * ar_ce, ar_ce.detach(), masked_ce.detach(), n_masked)
+    loss = masked_ce + ar_weight * ar_ce
+    if certainty is not None:
+        loss = loss + certainty_weight * certainty
+        certainty = certainty.detach()
+    return LossOut(loss, ar_ce.detach(), masked_ce.detach(), n_masked, certainty)

@@ -32,7 +32,7 @@ from decoder.training import corpus as C
 from decoder.training.curve import CURVE_FILE, curve_points, plot_training_curve
 from decoder.training.distill import DistillRows
 from decoder.training.examples import Batcher, MixConfig, byte_table, eval_windows, newline_table
-from decoder.training.objective import ar_loss, block_diffusion_loss, diffusion_targets, noise
+from decoder.training.objective import CERTAINTY_TEMPERATURE, ar_loss, block_diffusion_loss, diffusion_targets, noise
 from decoder.training.sizes import model_config
 from decoder.training.state import load_checkpoint, save_checkpoint
 from decoder.training.tokenizer_train import SPECIAL_IDS, tokenizer_config
@@ -73,6 +73,8 @@ class TrainConfig:
     init_from: str | None = None
     distill_set: str | None = None  # folder from `parafill distill-set`: self-distillation rows for the joint stage
     distill_rate: float = 0.5  # share of joint-stage batches taken from the distill set
+    # Certainty forcing on distill batches: weight of the entropy of right masked predictions (0: off)
+    certainty_weight: float = 0.0
     resume: bool = False
     progress: bool = True
     hardware: str = field(default_factory=lambda: cpu_name())
@@ -269,11 +271,12 @@ class Trainer:
         lr = lr_at(cfg, self.step, self.progress())
         for g in self.opt.param_groups:
             g["lr"] = lr
-        kind, ar_scored = stage, None
+        kind, ar_scored, certainty_weight = stage, None, 0.0
         if stage == "joint" and self.distill is not None and self.np_rng.random() < cfg.distill_rate:
             kind = "distill"
             x, ar_scored = self.distill.batch(cfg.batch_size, self.np_rng)
             ar_scored = ar_scored.to(self.device)
+            certainty_weight = cfg.certainty_weight
         else:
             x = self.batcher.batch(cfg.batch_size)
         x = x.to(self.device, non_blocking=True)
@@ -284,7 +287,9 @@ class Trainer:
             else:
                 # One block size per batch (the mask is shared by the batch); mixed across batches.
                 block = int(cfg.block_sizes[int(self.np_rng.integers(len(cfg.block_sizes)))])
-                out = block_diffusion_loss(self.fwd, x, block, MASK_ID, self.gen, ar_scored=ar_scored)
+                out = block_diffusion_loss(
+                    self.fwd, x, block, MASK_ID, self.gen, ar_scored=ar_scored, certainty_weight=certainty_weight
+                )
         out.loss.backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
         self.opt.step()
@@ -295,6 +300,7 @@ class Trainer:
             "loss": float(out.loss.detach()),
             "ar": float(out.ar),
             "masked": float(out.masked) if out.masked is not None else float("nan"),
+            "certainty": float(out.certainty) if out.certainty is not None else float("nan"),
             "grad_norm": float(grad_norm),
             "lr": lr,
             "block": block,
@@ -437,7 +443,7 @@ class Trainer:
             st["seconds"] += dt
             win_tokens += cfg.batch_size * cfg.seq_len
             win_time += dt
-            for k in ("loss", "ar", "masked"):
+            for k in ("loss", "ar", "masked", "certainty"):
                 v = out[k]
                 if not math.isnan(v):
                     ema[k] = v if k not in ema else 0.95 * ema[k] + 0.05 * v
@@ -457,7 +463,9 @@ class Trainer:
             if self.step % 50 == 0:
                 self.log(
                     f"step {self.step} {self.stage()} loss {ema.get('loss', 0):.4f} ar {ema.get('ar', 0):.4f} "
-                    f"masked {ema.get('masked', float('nan')):.4f} lr {out['lr']:.2e} gnorm {out['grad_norm']:.2f} "
+                    f"masked {ema.get('masked', float('nan')):.4f} "
+                    + (f"certainty {ema['certainty']:.4f} " if "certainty" in ema else "")
+                    + f"lr {out['lr']:.2e} gnorm {out['grad_norm']:.2f} "
                     f"tok/s {tps:.0f} tokens {self.tokens:,} elapsed {self.elapsed / 60:.1f}m"
                 )
                 self.metrics["train_tokens_per_s"] = round(tps, 1)
@@ -630,11 +638,17 @@ def _distill_lines(training: dict[str, Any]) -> list[str]:
     if not distilled:
         return []
     tc = training.get("train_config", {})
-    return [
+    lines = [
         f"- self-distillation (this run): {distilled:,} tokens of joint-stage batches were training prompts followed "
         f"by a model's own greedy continuation (`{tc.get('distill_set')}`, share {tc.get('distill_rate')}; "
         "`parafill distill-set`), so that block steps can commit several tokens where greedy decoding is predictable"
     ]
+    if tc.get("certainty_weight"):
+        lines.append(
+            f"- certainty forcing on those batches: weight {tc['certainty_weight']} on the entropy (temperature "
+            f"{CERTAINTY_TEMPERATURE}) of the masked predictions that were right (after dParallel)"
+        )
+    return lines
 
 
 def default_threads() -> int:

@@ -4,6 +4,7 @@ the trainer mixes them into the joint stage and scores next-token loss only on t
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -115,23 +116,63 @@ def test_next_token_loss_counts_only_the_scored_outputs() -> None:
     assert ar(x0, torch.ones(2, 31, dtype=torch.bool)) == pytest.approx(ar(x0, None), abs=1e-6)
 
 
+def test_certainty_entropy_sharpens_only_the_right_predictions() -> None:
+    logits = torch.tensor([[2.0, 1.0, 0.0], [0.0, 3.0, 1.0], [1.0, 0.5, 0.2]], requires_grad=True)
+    targets = torch.tensor([0, 2, 0])  # rows 0 and 2 are right, row 1 is a wrong guess
+    h = O.certainty_entropy(logits, targets, temperature=0.5)
+    by_hand = [float(-(p * p.log()).sum()) for p in (logits.detach()[[0, 2]] / 0.5).softmax(-1)]
+    assert float(h.detach()) == pytest.approx(sum(by_hand) / 2, rel=1e-6)
+    h.backward()
+    assert logits.grad is not None and not logits.grad[1].any()  # a wrong guess is not made surer
+    sharper = (logits - 0.1 * logits.grad).detach()
+    assert (sharper.softmax(-1).max(-1).values[[0, 2]] > logits.softmax(-1).max(-1).values[[0, 2]]).all()
+    assert float(O.certainty_entropy(logits.detach(), torch.tensor([1, 0, 1]))) == 0.0  # none right: no term
+
+
+def test_block_loss_adds_the_weighted_certainty_term() -> None:
+    model = random_model()
+    with torch.no_grad():
+        model.model.norm.weight.zero_()  # every output's logits are 0: argmax is token 0, entropy is ln(vocab)
+    x0 = torch.zeros(2, 32, dtype=torch.long)  # so every masked prediction is right
+
+    def loss(weight: float) -> O.LossOut:
+        noise = torch.Generator().manual_seed(0)
+        with torch.no_grad():
+            return O.block_diffusion_loss(model, x0, 8, MASK_ID, noise, certainty_weight=weight)
+
+    plain, forced = loss(0.0), loss(2.0)
+    assert plain.certainty is None and forced.certainty is not None
+    assert float(forced.certainty) == pytest.approx(math.log(400), rel=1e-5)
+    assert float(forced.loss) == pytest.approx(float(plain.loss) + 2.0 * math.log(400), rel=1e-5)
+
+
 def test_trainer_mixes_distill_batches_into_the_joint_stage(tiny_corpus, tiny_export, tmp_path):
     cfg = DistillSetConfig(model=str(tiny_export), corpus=str(tiny_corpus), out=str(tmp_path / "set"), rows=32)
     cfg.prompt_len, cfg.gen_len, cfg.batch_size = 32, 32, 16
     build_distill_set(cfg, log=lambda _m: None)
     trainer = Trainer(
-        tiny_cfg(tiny_corpus, tmp_path / "run", max_steps=50, ar_fraction=0.0, distill_set=str(tmp_path / "set"))
+        tiny_cfg(
+            tiny_corpus,
+            tmp_path / "run",
+            max_steps=50,
+            ar_fraction=0.0,
+            distill_set=str(tmp_path / "set"),
+            certainty_weight=0.5,
+        )
     )
     outs = [trainer.train_step() for _ in range(40)]
     kinds = [o["kind"] for o in outs]
     assert 8 <= kinds.count("distill") <= 32 and set(kinds) == {"joint", "distill"}
     distill = [o["masked"] for o in outs if o["kind"] == "distill"]
     assert sum(distill[:4]) / 4 > sum(distill[-4:]) / 4  # the masked stream learns the greedy continuations
+    # certainty forcing on distill batches only (real text's targets are not the model's own choices)
+    assert all((o["kind"] == "distill") != math.isnan(o["certainty"]) for o in outs)
     trainer.fit()  # 10 more steps: the loop books distill steps as their own stage
     assert trainer.stage_stats["distill"]["steps"] >= 1
     trainer.export(tmp_path / "export")
     card = (tmp_path / "export" / "README.md").read_text()
     assert "self-distillation (this run)" in card and str(tmp_path / "set") in card
+    assert "certainty forcing on those batches: weight 0.5" in card
 
 
 def test_cli_refuses_missing_model_and_missing_distill_set(tiny_corpus: Path, tmp_path: Path, capsys) -> None:

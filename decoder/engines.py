@@ -61,12 +61,14 @@ def stop_token_ids(folder: Path, engine: Engine, family: Family) -> frozenset[in
 
 
 def family_params(engine: Engine, **overrides: object) -> GenerationParams:
-    """GenerationParams with the family's published block settings; keyword arguments override them."""
+    """GenerationParams with the family's published block settings (the checkpoint's own threshold where its
+    config names one); keyword arguments override them."""
     family = getattr(engine, "family", None) or family_of(engine.model.config)
-    block = getattr(engine, "block_size", None) or family.block_size_for(engine.model.config.extra)
+    extra = engine.model.config.extra
+    block = getattr(engine, "block_size", None) or family.block_size_for(extra)
     params = GenerationParams(
         block_size=block,
-        threshold=family.threshold,
+        threshold=family.threshold_for(extra),
         fallback_window=family.fallback_window,
         sub_block_size=family.sub_block_size,
         stop_token_ids=getattr(engine, "stop_token_ids", frozenset()),

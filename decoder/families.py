@@ -13,7 +13,8 @@ math it uses, and how it decodes:
   output at a masked position predicts that position itself (SDAR).
 
 The published settings (block size, sub-block size, threshold, mask token) are defaults: every one can be
-overridden per request.
+overridden per request. A checkpoint's config.json may name its own measured threshold (`block_threshold`,
+written by `decoder.training.ship` from the model's evaluation), which replaces the family's.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 BASE_ARCHITECTURES = ("qwen2", "qwen3", "llama")
+THRESHOLD_FIELD = "block_threshold"
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,12 @@ class Family:
         if self.block_size_field and isinstance(extra.get(self.block_size_field), int):
             return int(extra[self.block_size_field])
         return self.block_size
+
+    def threshold_for(self, extra: dict[str, Any]) -> float:
+        value = extra.get(THRESHOLD_FIELD)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and 0.0 < value <= 1.0:
+            return float(value)
+        return self.threshold
 
     def mode_for(self, kind: str, has_mask: bool) -> str:
         """Decoding mode ("block" or "ar") this family uses for a request kind ("inline" or "explain")."""

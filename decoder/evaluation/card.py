@@ -3,6 +3,9 @@ optionally the one it replaces, measured with the same code and tasks), so the c
 
 from __future__ import annotations
 
+from decoder.evaluation.threshold_choice import ThresholdChoice
+from decoder.families import THRESHOLD_FIELD
+
 _KIND_NAMES = {"line": "rest of line", "block": "block", "explain": "explain (first line)"}
 
 
@@ -14,9 +17,16 @@ def _rows_by_config(report: dict | None, kind: str) -> dict[str, dict]:
     return {row["config"]: row for row in (report or {}).get("kinds", {}).get(kind, [])}
 
 
-def eval_section(report: dict, previous: dict | None = None, command: str = "parafill eval", note: str = "") -> str:
+def eval_section(
+    report: dict,
+    previous: dict | None = None,
+    command: str = "parafill eval",
+    note: str = "",
+    served: ThresholdChoice | None = None,
+) -> str:
     """Markdown: one table row per task kind and decoder configuration, the previous model's EM and ES in
-    brackets where it was measured on the same configuration, then held-out bits per byte."""
+    brackets where it was measured on the same configuration, the served threshold and what the confidence
+    gate keeps there, then held-out bits per byte."""
     lines = [
         f"## Evaluation (`{command}`)",
         "Held-out standard-library files (the validation split). EM: whitespace-split equality; ES: 1 -"
@@ -45,7 +55,8 @@ def eval_section(report: dict, previous: dict | None = None, command: str = "par
                 f"| {_KIND_NAMES.get(kind, kind)} ({row['tasks']}) | {row['config']} | {em} | {es} | {tpf} | "
                 f"{'-' if arness is None else f'{arness:.2f}'} | {row['latency_ms_p50']:.0f} ms |"
             )
-    lines += _gate_lines(report)
+    lines += _served_lines(served)
+    lines += _gate_lines(report, None if served is None else served.threshold)
     if "bits_per_byte" in report:
         bpb = f"Held-out bits per byte {report['bits_per_byte']:.4f}"
         if previous and "bits_per_byte" in previous:
@@ -54,9 +65,22 @@ def eval_section(report: dict, previous: dict | None = None, command: str = "par
     return "\n".join(lines) + "\n"
 
 
-def _gate_lines(report: dict) -> list[str]:
-    """What the minConfidence gate keeps on rest-of-line tasks with the first block-decoder configuration."""
-    row = next((r for r in report["kinds"].get("line", []) if r["mode"] == "block"), None)
+def _served_lines(choice: ThresholdChoice | None) -> list[str]:
+    if choice is None:
+        return []
+    tpf = ", ".join(f"{kind} {v:.2f}" for kind, v in sorted(choice.tokens_per_forward.items()))
+    return [
+        "",
+        f"Served threshold: **{choice.threshold:g}** (config.json `{THRESHOLD_FIELD}`; tokens per forward {tpf}):"
+        f" {choice.reason}. A user's `threshold` setting overrides it.",
+    ]
+
+
+def _gate_lines(report: dict, threshold: float | None = None) -> list[str]:
+    """What the minConfidence gate keeps on rest-of-line tasks with the block decoder at `threshold` (default:
+    the first block-decoder configuration)."""
+    blocks = [r for r in report["kinds"].get("line", []) if r["mode"] == "block"]
+    row = next((r for r in blocks if threshold is None or r["threshold"] == threshold), None)
     if row is None:
         return []
     coverage = [c for c in row.get("confidence_coverage", []) if c["keep"] < 1.0]

@@ -3,7 +3,9 @@
 Only inference files travel: config.json, model.safetensors (fp16), tokenizer files, the model card and
 training.json, plus heldout.json (the validation files it never saw: `parafill eval` material, and the GPU
 recipe keeps them out of its own corpus). No optimizer state, no checkpoint. With `--eval` the card gets
-its evaluation section from `parafill eval --json` reports (decoder/evaluation/card.py).
+its evaluation section from `parafill eval --json` reports (decoder/evaluation/card.py), and config.json the
+block-decoding threshold that report supports (`block_threshold`, decoder/evaluation/threshold_choice.py):
+the threshold the server decodes with unless a user sets one.
 """
 
 from __future__ import annotations
@@ -13,7 +15,10 @@ import json
 import shutil
 from pathlib import Path
 
+from decoder.config import ModelConfig
 from decoder.evaluation.card import eval_section
+from decoder.evaluation.threshold_choice import ThresholdChoice, choose_threshold
+from decoder.families import THRESHOLD_FIELD, family_of
 from decoder.training.corpus import heldout_entries
 
 SHIPPED = (
@@ -28,8 +33,10 @@ def ship(
     corpus_dir: str | Path | None = None,
     max_mb: float = 30.0,
     evaluation: str | None = None,
+    threshold: float | None = None,
 ) -> Path:
-    """Copy the export into `dest`; `evaluation`: a markdown section appended to the card."""
+    """Copy the export into `dest`; `evaluation`: a markdown section appended to the card; `threshold`: the
+    block-decoding threshold written into config.json (None: the family's stays the default)."""
     src, dest = Path(export_dir), Path(dest)
     size = (src / "model.safetensors").stat().st_size / 1e6
     if size > max_mb:
@@ -47,12 +54,23 @@ def ship(
         (tmp / "heldout.json").write_text(json.dumps({"split": "val", "files": entries}, indent=1) + "\n")
     elif (dest / "heldout.json").is_file():
         shutil.copy2(dest / "heldout.json", tmp / "heldout.json")
+    if threshold is not None:
+        config = json.loads((tmp / "config.json").read_text(encoding="utf-8"))
+        config[THRESHOLD_FIELD] = threshold
+        (tmp / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     if evaluation:
         card = tmp / "README.md"
         card.write_text(card.read_text(encoding="utf-8").rstrip("\n") + "\n\n" + evaluation, encoding="utf-8")
     shutil.rmtree(dest, ignore_errors=True)
     tmp.rename(dest)
     return dest
+
+
+def served_threshold(export_dir: str | Path, report: dict) -> ThresholdChoice | None:
+    """The threshold `report` supports for this model's family block size (None: keep the family's)."""
+    config = ModelConfig.from_folder(export_dir)
+    family = family_of(config)
+    return choose_threshold(report, family.block_size_for(config.extra))
 
 
 if __name__ == "__main__":
@@ -65,8 +83,11 @@ if __name__ == "__main__":
     p.add_argument("--eval-command", default="parafill eval", help="the command that made the reports")
     p.add_argument("--eval-note", default="", help="a sentence on how it was measured (machine, load)")
     a = p.parse_args()
-    section = None
+    section, choice = None, None
     if a.eval:
+        report = json.loads(Path(a.eval).read_text())
         previous = json.loads(Path(a.previous_eval).read_text()) if a.previous_eval else None
-        section = eval_section(json.loads(Path(a.eval).read_text()), previous, a.eval_command, a.eval_note)
-    print(ship(a.export_dir, a.dest, a.corpus, evaluation=section))
+        choice = served_threshold(a.export_dir, report)
+        section = eval_section(report, previous, a.eval_command, a.eval_note, choice)
+    threshold = None if choice is None else choice.threshold
+    print(ship(a.export_dir, a.dest, a.corpus, evaluation=section, threshold=threshold))

@@ -12,7 +12,9 @@ import torch
 
 from decoder.checkpoint import load_model
 from decoder.engine import Engine
+from decoder.engines import family_params
 from decoder.evaluation.cli import add_eval_arguments, run_eval
+from decoder.evaluation.threshold_choice import choose_threshold
 from decoder.training.trainer import Trainer
 from tests.training.test_train import tiny_cfg
 
@@ -25,7 +27,8 @@ def test_ship_copies_inference_files_and_writes_the_eval_table(tiny_corpus: Path
     parser = argparse.ArgumentParser()
     add_eval_arguments(parser)
     report_path = tmp_path / "eval.json"
-    args = parser.parse_args(["--limit", "2", "--thresholds", "0.9", "--bpb-tokens", "300", "--json", str(report_path)])
+    argv = ["--limit", "2", "--thresholds", "0.9,0.3", "--bpb-tokens", "300", "--json", str(report_path)]
+    args = parser.parse_args(argv)
     report = run_eval(args, Engine.from_folder(export), str(export))
     previous = json.loads(report_path.read_text())
     previous["bits_per_byte"] = 9.8765
@@ -52,3 +55,10 @@ def test_ship_copies_inference_files_and_writes_the_eval_table(tiny_corpus: Path
     assert "Confidence gate (`minConfidence`), rest of line, block B=8 t=0.9: keeps 75% at >= " in card
     assert f"75% at >= {gate['min_confidence']:.2f} (ES {gate['edit_similarity']:.3f}" in card
     assert f"Held-out bits per byte {report['bits_per_byte']:.4f} (previous: 9.8765)." in card
+    # The served threshold is the report's choice, written into config.json, and the engine decodes with it.
+    choice = choose_threshold(report, 8)
+    assert choice is not None and choice.threshold in (0.9, 0.3)
+    assert json.loads((dest / "config.json").read_text())["block_threshold"] == choice.threshold
+    assert f"Served threshold: **{choice.threshold:g}** (config.json `block_threshold`" in card
+    assert family_params(Engine.from_folder(dest)).threshold == choice.threshold
+    assert family_params(Engine.from_folder(export)).threshold == 0.9  # no measured threshold: the family's

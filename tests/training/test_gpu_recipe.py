@@ -32,6 +32,8 @@ def test_gpu_script_runs_end_to_end_on_cpu(tiny_corpus: Path, tmp_path: Path) ->
         "4",
         "--max-corpus-mb",
         "0.3",
+        "--certainty-weight",
+        "0.5",
     ]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -40,6 +42,7 @@ def test_gpu_script_runs_end_to_end_on_cpu(tiny_corpus: Path, tmp_path: Path) ->
     assert set(numbers["stages"]) == {"ar", "joint"}
     distill = numbers["distill"]  # on by default: 2 fine-tune steps on the tiny path, then the export
     assert distill["steps"] == 2 and distill["config"]["distill_set"] and distill["metrics"]["val_ar_bpb"] > 0
+    assert distill["config"]["certainty_weight"] == 0.5
     assert numbers["metrics"]["val_ar_bpb"] > 0 and numbers["corpus"]["shards"]["train"]["tokens"] > 0
     parts = sorted(out.glob("model.tar.part*"))
     assert parts and all(p.stat().st_size <= 15 * 1024 * 1024 for p in parts)

@@ -65,11 +65,10 @@ def certainty_entropy(logits: Tensor, targets: Tensor, temperature: float = CERT
 
     Only right predictions are sharpened: making a wrong guess surer would teach confident mistakes, which
     a threshold decoder commits in parallel."""
-    right = logits.argmax(-1) == targets
-    if not bool(right.any()):
-        return logits.sum() * 0.0
-    logp = F.log_softmax(logits[right] / temperature, dim=-1)
-    return -(logp.exp() * logp).sum(-1).mean()
+    right = (logits.argmax(-1) == targets).float()
+    logp = F.log_softmax(logits / temperature, dim=-1)
+    entropy = -(logp.exp() * logp).sum(-1)
+    return (entropy * right).sum() / right.sum().clamp(min=1.0)  # no host sync: a GPU step need not wait
 
 
 def noise(x0: Tensor, block_size: int, mask_id: int, generator: torch.Generator | None = None) -> tuple[Tensor, Tensor]:

@@ -17,6 +17,7 @@ from lsp_server.settings import Settings
 if TYPE_CHECKING:
     from decoder.engine import Engine
     from decoder.engines import ModelRoutes
+    from decoder.generation import GenerationParams
     from decoder.infill import TextStopRule
 
 log = logging.getLogger("parafill.inline")
@@ -82,6 +83,7 @@ class InlineAnswer:
     commit_steps: list[int] = field(default_factory=list)
     raw_text: str = ""  # the model's text before the rule chain
     window: tuple[int, int] = (0, 0)
+    decoder: str = ""  # the decoding settings used, e.g. "B=8 t=0.3" (block) or "lookup 8" (AR)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -91,6 +93,7 @@ class InlineAnswer:
             "raw_text": self.raw_text,
             "range": [self.start, self.end],
             "window": list(self.window),
+            "decoder": self.decoder,
         }
 
 
@@ -201,5 +204,12 @@ def run_inline(
         commit_steps=list(gen.commit_steps),
         raw_text=result.text,
         window=(window.start, window.end),
+        decoder=decoder_label(mode, params),
     )
     return answer, candidate
+
+
+def decoder_label(mode: str, params: GenerationParams) -> str:
+    if mode == "block":
+        return f"B={params.block_size} t={params.threshold:g}"
+    return f"lookup {params.lookup_tokens}" if params.lookup_tokens else "greedy"

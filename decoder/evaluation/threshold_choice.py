@@ -21,12 +21,12 @@ class ThresholdChoice:
 
 
 def _block_rows(report: dict, block_size: int) -> dict[str, dict[float, dict]]:
-    """kind -> threshold -> report row, for the block decoder at `block_size`."""
-    return {
+    """kind -> threshold -> report row, for the block decoder at `block_size` (kinds without one left out)."""
+    by_kind = {
         kind: {float(r["threshold"]): r for r in rows if r["mode"] == "block" and r["block_size"] == block_size}
         for kind, rows in report.get("kinds", {}).items()
-        if any(r["mode"] == "block" for r in rows)
     }
+    return {kind: rows for kind, rows in by_kind.items() if rows}
 
 
 def _holds(row: dict, ref: dict) -> bool:
@@ -38,7 +38,7 @@ def _holds(row: dict, ref: dict) -> bool:
 
 def choose_threshold(report: dict, block_size: int) -> ThresholdChoice | None:
     """None when the report has no block-decoder rows at `block_size` measured on the same thresholds."""
-    by_kind = {kind: rows for kind, rows in _block_rows(report, block_size).items() if rows}
+    by_kind = _block_rows(report, block_size)
     if not by_kind:
         return None
     common = sorted(set.intersection(*(set(rows) for rows in by_kind.values())))

@@ -114,7 +114,8 @@ class ParafillProtocol(LanguageServerProtocol):
         self._send_response(msg_id, error=error.to_response_error())
 
     def _handle_cancel_notification(self, msg_id: Any) -> None:
-        self._server.scheduler.cancel_request(msg_id)  # stops the thread's work at its next pass
+        found = self._server.scheduler.cancel_request(msg_id)  # stops the thread's work at its next pass
+        log.debug("$/cancelRequest %s: %s", msg_id, "work told to stop" if found else "no work running for it yet")
         super()._handle_cancel_notification(msg_id)
 
     # -- documents live in our DocumentStore ----------------------------------------------------------

@@ -128,6 +128,15 @@ class CompletionService:
         self._count("forward_passes", answer.forward_passes)
         with self._lock:
             self._last["explain"] = answer.to_json() | {"text": answer.text[:200]}
+        # One line per explanation (they are few): how it ended, e.g. "(cancelled)" or "(stop_rule)".
+        log.info(
+            "explain: %d tokens via %s (%s), %d passes, %.0f ms",
+            answer.tokens,
+            answer.route,
+            answer.stop_reason,
+            answer.forward_passes,
+            answer.latency_ms,
+        )
         return answer
 
     def _routes(self, interrupt: Interrupt | None) -> ModelRoutes:

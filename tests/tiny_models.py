@@ -55,8 +55,12 @@ def train_tiny_tokenizer(vocab_size: int = 384) -> Tokenizer:
     return tok
 
 
-def write_tiny_qwen2(folder: Path, *, seed: int = 0, tie: bool = False, with_mask: bool = True, **overrides) -> Path:
-    """Write config.json + model.safetensors (via transformers' Qwen2ForCausalLM) + tokenizer.json."""
+def write_tiny_qwen2(
+    folder: Path, *, seed: int = 0, tie: bool = False, with_mask: bool = True, endless: bool = False, **overrides
+) -> Path:
+    """Write config.json + model.safetensors (via transformers' Qwen2ForCausalLM) + tokenizer.json.
+
+    `endless`: a model that never ends an answer by itself (see `_silence_endings`)."""
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     tok = train_tiny_tokenizer()
@@ -82,6 +86,8 @@ def write_tiny_qwen2(folder: Path, *, seed: int = 0, tie: bool = False, with_mas
     with torch.no_grad():
         for p in model.parameters():
             p.normal_(0.0, 0.3)
+        if endless:
+            _silence_endings(model, tok)
     model.save_pretrained(str(folder), safe_serialization=True)
     if with_mask:
         cfg_path = folder / "config.json"
@@ -89,3 +95,12 @@ def write_tiny_qwen2(folder: Path, *, seed: int = 0, tie: bool = False, with_mas
         cfg["mask_token_id"] = tok.token_to_id("<|mask|>")
         cfg_path.write_text(json.dumps(cfg, indent=2))
     return folder
+
+
+def _silence_endings(model: torch.nn.Module, tok: Tokenizer) -> None:
+    """Zero the output rows of the special tokens and of every token with a quote character in it: their logit
+    is then exactly 0 while the largest of the other few hundred random logits is positive, so greedy decoding
+    never picks one. Without end-of-text and without closing docstring quotes, an explanation runs until its
+    token limit (or a loop, where the loop rule is on): the VS Code test clicks Cancel on one mid-stream."""
+    silenced = [i for text, i in tok.get_vocab().items() if text in SPECIAL_TOKENS or '"' in text or "'" in text]
+    model.get_output_embeddings().weight[silenced] = 0.0

@@ -225,6 +225,24 @@ export class CodeServer {
     return found.join('\n');
   }
 
+  /** Lines of the extension's log (the server's stderr among them) that match `pattern`, oldest first. */
+  extensionLogLines(pattern) {
+    const logs = path.join(this.userDataDir, 'logs');
+    const lines = [];
+    const walk = (dir) => {
+      for (const entry of fs.existsSync(dir) ? fs.readdirSync(dir, { withFileTypes: true }) : []) {
+        const p = path.join(dir, entry.name);
+        if (entry.isDirectory()) {
+          walk(p);
+        } else if (entry.name === 'parafill.log') {
+          lines.push(...fs.readFileSync(p, 'utf8').split('\n').filter((l) => pattern.test(l)));
+        }
+      }
+    };
+    walk(logs);
+    return lines;
+  }
+
   cleanup() {
     fs.rmSync(this.base, { recursive: true, force: true });
   }

@@ -29,19 +29,19 @@ function pythonExecutable() {
 
 const randomModels = new Map();
 
-// Sizes of the random test checkpoints (tests/tiny_models.py): "tiny" answers in milliseconds (protocol tests);
-// "small" (~10M parameters, like the shipped model) is slow enough on CPU to watch an explanation stream.
-const RANDOM_MODEL_OVERRIDES = {
-  tiny: {},
-  small: {
-    hidden_size: 384,
-    intermediate_size: 1024,
-    num_hidden_layers: 6,
-    num_attention_heads: 6,
-    num_key_value_heads: 2,
-    max_position_embeddings: 4096,
-  },
+// The random test checkpoints (tests/tiny_models.py): "tiny" answers in milliseconds (protocol tests);
+// "small" (~10M parameters, like the shipped model) is slow enough on CPU to watch an explanation stream;
+// "rambling" is "small" that never ends an answer by itself (no end-of-text, no quotes), so an explanation
+// runs to its token limit (3000 tokens: about 20 s here) unless cancelled.
+const SMALL = {
+  hidden_size: 384,
+  intermediate_size: 1024,
+  num_hidden_layers: 6,
+  num_attention_heads: 6,
+  num_key_value_heads: 2,
+  max_position_embeddings: 4096,
 };
+const RANDOM_MODEL_OVERRIDES = { tiny: {}, small: SMALL, rambling: { ...SMALL, endless: true } };
 
 /** A random Qwen2 checkpoint written by tests/tiny_models.py into a temp folder, once per process and size. */
 export function randomModelFolder(size = 'tiny') {
@@ -58,6 +58,14 @@ export function randomModelFolder(size = 'tiny') {
     randomModels.set(size, dir);
   }
   return randomModels.get(size);
+}
+
+/** Delete the random checkpoints this process wrote. */
+export function removeRandomModels() {
+  for (const dir of randomModels.values()) {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+  randomModels.clear();
 }
 
 /**

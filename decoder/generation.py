@@ -47,6 +47,13 @@ class GenerationParams:
             raise ValueError("temperature must be >= 0 and top_p in (0, 1]")
 
 
+def decoder_label(mode: str, block_size: int, threshold: float, lookup_tokens: int = 0) -> str:
+    """How a decode was set up, as reports, the CLI and the server name it: "block B=8 t=0.3", "ar lookup 8", "ar"."""
+    if mode == "block":
+        return f"block B={block_size} t={threshold:g}"
+    return f"ar lookup {lookup_tokens}" if lookup_tokens else "ar"
+
+
 @dataclass
 class GenerationControl:
     """Hooks the caller passes in; all optional. Checked between forward passes."""

@@ -95,9 +95,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write((answer.text or "") + "\n")
         sure = "" if answer.confidence is None else f", confidence {answer.confidence:.2f}"
-        route = f"{answer.route} {answer.decoder}".strip()
         print(
-            f"[{route}] {answer.tokens} tokens, {answer.forward_passes} forward passes, "
+            f"[{answer.decoder or answer.route}] {answer.tokens} tokens, {answer.forward_passes} forward passes, "
             f"{answer.latency_ms:.1f} ms{sure}, stop: {answer.stop_reason}",
             file=sys.stderr,
         )

@@ -17,7 +17,6 @@ from lsp_server.settings import Settings
 if TYPE_CHECKING:
     from decoder.engine import Engine
     from decoder.engines import ModelRoutes
-    from decoder.generation import GenerationParams
     from decoder.infill import TextStopRule
 
 log = logging.getLogger("parafill.inline")
@@ -83,7 +82,7 @@ class InlineAnswer:
     commit_steps: list[int] = field(default_factory=list)
     raw_text: str = ""  # the model's text before the rule chain
     window: tuple[int, int] = (0, 0)
-    decoder: str = ""  # the decoding settings used, e.g. "B=8 t=0.3" (block) or "lookup 8" (AR)
+    decoder: str = ""  # the decoding settings used (decoder.generation.decoder_label), e.g. "block B=8 t=0.3"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -168,7 +167,7 @@ def run_inline(
     settings: Settings,
     interrupt: Callable[[], str | None] | None = None,
 ) -> tuple[InlineAnswer, Candidate | None]:
-    from decoder.generation import GenerationControl
+    from decoder.generation import GenerationControl, decoder_label
     from decoder.infill import infill
 
     doc, shape, engine = req.document, geo.shape, routes.inline
@@ -204,12 +203,6 @@ def run_inline(
         commit_steps=list(gen.commit_steps),
         raw_text=result.text,
         window=(window.start, window.end),
-        decoder=decoder_label(mode, params),
+        decoder=decoder_label(mode, params.block_size, params.threshold, params.lookup_tokens),
     )
     return answer, candidate
-
-
-def decoder_label(mode: str, params: GenerationParams) -> str:
-    if mode == "block":
-        return f"B={params.block_size} t={params.threshold:g}"
-    return f"lookup {params.lookup_tokens}" if params.lookup_tokens else "greedy"

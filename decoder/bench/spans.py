@@ -18,7 +18,7 @@ from typing import Any, Protocol
 from decoder.bench.prompts import BenchPrompt
 from decoder.bench.stats import loglog_fit, median
 from decoder.engine import Engine
-from decoder.generation import GenerationParams
+from decoder.generation import GenerationParams, decoder_label
 from decoder.router import generate
 
 
@@ -79,7 +79,7 @@ class EngineSpanRunner:
     def __init__(self, engine: Engine, mode: str, params: GenerationParams, name: str | None = None) -> None:
         self.engine, self.mode = engine, mode
         self.params = replace(params, stop_token_ids=frozenset(), temperature=0.0)
-        self.name = name or (mode if mode == "ar" else f"block B={params.block_size} t={params.threshold:g}")
+        self.name = name or decoder_label(mode, params.block_size, params.threshold, params.lookup_tokens)
 
     def run(self, prompt_ids: list[int], span: int, cold: bool = True) -> SpanSample:
         """One request of exactly `span` new tokens; `cold`: clear the prefix cache first."""

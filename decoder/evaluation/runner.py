@@ -18,7 +18,7 @@ from decoder.evaluation.metrics import (
     position_order_tau,
 )
 from decoder.evaluation.tasks import ExplainTask, InfillTask
-from decoder.generation import GenerationControl, GenerationParams, GenerationResult
+from decoder.generation import GenerationControl, GenerationParams, GenerationResult, decoder_label
 from decoder.infill import completion_stop_rule, infill
 from decoder.prompts import build_explain_prompt, explain_stop_rule
 from decoder.router import generate
@@ -33,9 +33,7 @@ class DecodeConfig:
 
     @property
     def label(self) -> str:
-        if self.mode == "ar":
-            return f"ar lookup {self.lookup_tokens}" if self.lookup_tokens else "ar"
-        return f"block B={self.block_size} t={self.threshold:g}"
+        return decoder_label(self.mode, self.block_size, self.threshold, self.lookup_tokens)
 
 
 def _percentile(values: list[float], q: float) -> float:

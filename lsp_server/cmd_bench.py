@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import atexit
 import importlib.util
 import json
+import shutil
 import sys
 import tempfile
 import time
@@ -203,6 +205,7 @@ def _llamacpp(folder: Path, engine, args: argparse.Namespace, opts) -> tuple[dic
         from decoder.bench.gguf_export import GGUFExportError, export_gguf
 
         tmp = Path(tempfile.mkdtemp(prefix="parafill-gguf-"))
+        atexit.register(shutil.rmtree, tmp, ignore_errors=True)  # the runners read the files until the end
         try:
             for dtype in ("f32", "f16"):
                 exported = export_gguf(folder, tmp / f"model-{dtype}.gguf", dtype)
@@ -268,11 +271,18 @@ def run_lsp_remote(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
     serving the model converted to GGUF (f16), FIM prompt in the model's own SPM format. Explain stays on
     the embedded engine (lsp_latency waits for a loaded local model, which remoteRoutes=both never loads)."""
     from decoder.bench import llamacpp
-    from decoder.bench.gguf_export import GGUFExportError, export_gguf
 
     if not llamacpp.server_available():
         return {"skipped": "llama-cpp-python[server] is not installed: no remote series"}
-    tmp = Path(tempfile.mkdtemp(prefix="parafill-gguf-"))
+    with tempfile.TemporaryDirectory(prefix="parafill-gguf-") as scratch:
+        return _remote_series(args, folder, Path(scratch))
+
+
+def _remote_series(args: argparse.Namespace, folder: Path, tmp: Path) -> dict[str, Any]:
+    """run_lsp_remote's work, with its GGUF file and server log in `tmp`."""
+    from decoder.bench import llamacpp
+    from decoder.bench.gguf_export import GGUFExportError, export_gguf
+
     try:
         gguf = Path(export_gguf(folder, tmp / "model-f16.gguf", "f16")["path"])
     except GGUFExportError as exc:

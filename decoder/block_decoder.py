@@ -17,6 +17,7 @@ import torch
 import kernels
 from decoder.engine import Engine, PrefillInterrupted, Sequence
 from decoder.generation import GenerationControl, GenerationParams, GenerationResult
+from decoder.lookup import PromptLookup
 
 
 class NoMaskTokenError(ValueError):
@@ -103,12 +104,13 @@ def decode_block(
     except PrefillInterrupted as stop:
         return GenerationResult.interrupted_prefill("block", stop.reason, len(prompt_ids), started)
     out = _Output(params, control)
+    drafts = LookupAgreement(prompt_ids, out) if params.lookup_tokens and params.temperature == 0 else None
     # Committed, not yet in the KV cache: the prompt's last chunk at first, then each finished block.
     pending, seq.deferred = seq.deferred, []
     steps_per_block: list[int] = []
     while len(out.token_ids) < params.max_new_tokens and out.stop_reason is None:
         size = min(params.block_size, params.max_new_tokens - len(out.token_ids))
-        block, steps = _decode_one_block(engine, seq, pending, size, params, control, out)
+        block, steps = _decode_one_block(engine, seq, pending, size, params, control, out, drafts)
         steps_per_block.append(steps)
         pending = block
     engine.finish(seq)
@@ -123,6 +125,7 @@ def _decode_one_block(
     params: GenerationParams,
     control: GenerationControl,
     out: _Output,
+    drafts: LookupAgreement | None = None,
 ) -> tuple[list[int], int]:
     """Denoise one block of `size` tokens; returns (its tokens, steps taken). Sets out.stop_reason to stop."""
     assert engine.mask_token_id is not None
@@ -154,6 +157,9 @@ def _decode_one_block(
         steps += 1
         on_device = _current_sub_block(masked, params.sub_block_size).to(rows.device)
         tokens, row_confidence, commit = denoise_rows(rows, on_device, params, seq.forward_passes)
+        commit = commit.cpu()
+        if drafts is not None:
+            commit |= drafts.agreeing(block, masked, on_device.cpu(), tokens.cpu(), final, params.lookup_tokens)
         for i in commit.nonzero().flatten().tolist():
             block[i] = int(tokens[i])
             commit_step[i] = seq.forward_passes
@@ -163,6 +169,34 @@ def _decode_one_block(
         if out.stop_reason is not None:
             break
     return block, steps
+
+
+class LookupAgreement:
+    """Prompt-lookup drafts for the block decoder: code repeats itself, so where the model's argmax at the
+    leftmost masked positions spells what followed the same n-gram earlier in the context, those positions
+    are committed even below the threshold. Two independent cues agreeing is the evidence."""
+
+    def __init__(self, prompt_ids: list[int], out: _Output) -> None:
+        self.index = PromptLookup(list(prompt_ids))
+        self.prompt_length, self.out = len(prompt_ids), out
+
+    def agreeing(
+        self, block: list[int], masked: torch.Tensor, active: torch.Tensor, argmax: torch.Tensor, final: int, limit: int
+    ) -> torch.Tensor:
+        """The masked positions from `final` (the first masked one) on whose argmax matches the draft that
+        continues the final output, up to the first mismatch; committed positions must match it too."""
+        self.index.extend(self.out.token_ids[len(self.index.tokens) - self.prompt_length :])
+        agree = torch.zeros_like(masked)
+        for offset, token in enumerate(self.index.draft(min(limit, len(block) - final))):
+            i = final + offset
+            if not masked[i]:
+                if block[i] != token:
+                    break
+            elif active[i] and int(argmax[i]) == token:
+                agree[i] = True
+            else:
+                break
+        return agree
 
 
 def step_seed(params: GenerationParams, forward_passes: int) -> int | None:

@@ -26,8 +26,9 @@ class GenerationParams:
     top_p: float = 1.0
     seed: int | None = None
     stop_token_ids: frozenset[int] = frozenset()
-    # AR only, greedy only: draft up to this many tokens by prompt lookup (decoder/lookup.py) and check them
-    # in the same pass as the next token; the output is the same as without. 0: off.
+    # Greedy only: draft up to this many tokens by prompt lookup (decoder/lookup.py). AR checks them in the same
+    # pass as the next token (the output is the same as without); block diffusion also commits the masked
+    # positions, from the leftmost on, whose argmax agrees with the draft, whatever their confidence. 0: off.
     lookup_tokens: int = 0
 
     def validate(self) -> None:
@@ -50,7 +51,7 @@ class GenerationParams:
 def decoder_label(mode: str, block_size: int, threshold: float, lookup_tokens: int = 0) -> str:
     """How a decode was set up, as reports, the CLI and the server name it: "block B=8 t=0.3", "ar lookup 8", "ar"."""
     if mode == "block":
-        return f"block B={block_size} t={threshold:g}"
+        return f"block B={block_size} t={threshold:g}" + (f" lookup {lookup_tokens}" if lookup_tokens else "")
     return f"ar lookup {lookup_tokens}" if lookup_tokens else "ar"
 
 

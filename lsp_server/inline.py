@@ -176,7 +176,7 @@ def run_inline(
         max_new_tokens=settings.max_tokens_block if shape.multiline else settings.max_tokens_line,
         block_size=settings.block_size,
         threshold=settings.threshold,
-        lookup_tokens=settings.lookup_tokens,  # when the inline route decodes AR
+        lookup_tokens=settings.lookup_tokens,  # drafts: AR checks them, block commits where the argmax agrees
     )
     if params.sub_block_size is not None and params.sub_block_size > params.block_size:
         params.sub_block_size = params.block_size

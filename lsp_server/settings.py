@@ -29,8 +29,9 @@ class Settings:
     inline_mode: str | None = None  # "block" or "ar" (to compare); None: the model family's route
     block_size: int | None = None  # None: the model family's published block settings
     threshold: float | None = None
-    # AR decoding (explain; inline when inline_mode is "ar"): draft up to this many tokens by prompt lookup and
-    # check them in the next token's pass (decoder/lookup.py). Same output, fewer passes; 0: off.
+    # Prompt-lookup drafts of up to this many tokens (decoder/lookup.py); 0: off. AR decoding (explain; inline
+    # when inline_mode is "ar") checks them in the next token's pass: same output, fewer passes. Block decoding
+    # also commits the leading masked positions whose argmax agrees with the draft.
     lookup_tokens: int = 8
     # Hold back ghost text whose confidence (geometric mean of its tokens' probabilities) is below this; 0: show
     # every suggestion. See `parafill eval`'s coverage table for what a value keeps and how good that is.

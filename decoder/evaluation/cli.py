@@ -35,6 +35,12 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--lookup", type=int, default=0, help="also AR with prompt-lookup drafts of up to this many tokens"
     )
+    parser.add_argument(
+        "--block-lookup",
+        type=int,
+        default=0,
+        help="also each block threshold with prompt-lookup agreement (drafts of up to this many tokens)",
+    )
     parser.add_argument("--no-healing", action="store_true", help="turn token healing off")
     parser.add_argument("--tasks", help="JSONL task file instead of the standard-library held-out set")
     parser.add_argument("--bpb-tokens", type=int, default=40_000, help="tokens for bits per byte (0: skip)")
@@ -51,7 +57,9 @@ def run_eval(args: argparse.Namespace, engine, model_name: str) -> dict:
     kinds = [k for k in args.kinds.split(",") if k]
     configs = [] if args.no_ar else [DecodeConfig("ar", block_size=args.block_size)]
     configs += [DecodeConfig("ar", lookup_tokens=args.lookup)] if args.lookup else []
-    configs += [DecodeConfig("block", float(t), args.block_size) for t in args.thresholds.split(",") if t]
+    thresholds = [float(t) for t in args.thresholds.split(",") if t]
+    configs += [DecodeConfig("block", t, args.block_size) for t in thresholds]
+    configs += [DecodeConfig("block", t, args.block_size, args.block_lookup) for t in thresholds if args.block_lookup]
     fallback_window = args.fallback_window or CAUSAL.fallback_window
     report = {
         "model": model_name,

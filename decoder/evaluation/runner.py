@@ -29,7 +29,7 @@ class DecodeConfig:
     mode: str  # "ar" or "block"
     threshold: float = 0.9
     block_size: int = 8
-    lookup_tokens: int = 0  # AR with prompt-lookup drafts (decoder/lookup.py): greedy AR's tokens, fewer passes
+    lookup_tokens: int = 0  # prompt-lookup drafts (decoder/lookup.py): AR checks them, block commits agreeing ones
 
     @property
     def label(self) -> str:
@@ -90,6 +90,7 @@ def run_config(
         "mode": config.mode,
         "threshold": config.threshold,
         "block_size": config.block_size,
+        "lookup_tokens": config.lookup_tokens,
         "tasks": len(tasks),
         "exact_match": round(mean(em), 4) if em else None,
         # Binomial standard error of the exact-match rate.

@@ -21,10 +21,15 @@ class ThresholdChoice:
 
 
 def _block_rows(report: dict, block_size: int) -> dict[str, dict[float, dict]]:
-    """kind -> threshold -> report row, for the block decoder at `block_size` (kinds without one left out)."""
+    """kind -> threshold -> report row, for the block decoder at `block_size` (kinds without one left out).
+    Rows with prompt-lookup agreement are left out: the choice is made on the plain decoder, and agreement
+    (served on top when lookupTokens > 0) only adds commits where the argmax spells the context's draft."""
+
+    def plain(row: dict) -> bool:
+        return row["mode"] == "block" and row["block_size"] == block_size and not row.get("lookup_tokens")
+
     by_kind = {
-        kind: {float(r["threshold"]): r for r in rows if r["mode"] == "block" and r["block_size"] == block_size}
-        for kind, rows in report.get("kinds", {}).items()
+        kind: {float(r["threshold"]): r for r in rows if plain(r)} for kind, rows in report.get("kinds", {}).items()
     }
     return {kind: rows for kind, rows in by_kind.items() if rows}
 

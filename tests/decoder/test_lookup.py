@@ -1,9 +1,12 @@
-"""Prompt-lookup drafts (decoder/lookup.py) and the AR decoder that checks them: same tokens, fewer passes."""
+"""Prompt-lookup drafts (decoder/lookup.py): the AR decoder checks them (same tokens, fewer passes); the block
+decoder commits the masked positions whose argmax agrees with them."""
 
 from __future__ import annotations
 
 import pytest
+import torch
 
+from decoder.block_decoder import LookupAgreement
 from decoder.engine import Engine, EngineOptions
 from decoder.generation import GenerationControl, GenerationParams
 from decoder.lookup import PromptLookup
@@ -109,3 +112,60 @@ def test_the_prefix_cache_keeps_only_checked_tokens(tiny_model_dir):
     cold = generate(Engine.from_folder(tiny_model_dir, EngineOptions(use_prefix_cache=False)), follow, "ar", params)
     assert warm.cached_prompt_tokens >= len(follow) - 4 - 1
     assert warm.token_ids == cold.token_ids
+
+
+# -- block diffusion: commit the leading masked positions whose argmax agrees with the draft --------------
+
+
+class _Final:
+    def __init__(self, token_ids: list[int]) -> None:
+        self.token_ids = token_ids
+
+
+def _agreeing(prompt, out, block, masked, argmax, final=0, active=None, limit=8):
+    masked = torch.tensor(masked)
+    active = masked.clone() if active is None else torch.tensor(active)
+    drafts = LookupAgreement(prompt, _Final(out))
+    return drafts.agreeing(block, masked, active, torch.tensor(argmax), final, limit).tolist()
+
+
+def test_block_agreement_is_the_leading_run_of_masked_positions_that_spell_the_draft():
+    prompt = [1, 2, 3, 4, 5, 6, 9, 1, 2]  # (1, 2) was followed by 3 4 5 6: the draft
+    m = 0  # the mask token
+    assert _agreeing(prompt, [], [m] * 5, [True] * 5, [3, 4, 7, 6, 1]) == [True, True, False, False, False]
+    # A committed position that spells the draft lets the run go on; one that does not ends it.
+    assert _agreeing(prompt, [], [m, 4, m, m], [True, False, True, True], [3, 0, 5, 6]) == [True, False, True, True]
+    assert _agreeing(prompt, [], [m, 8, m, m], [True, False, True, True], [3, 0, 5, 6]) == [True, False, False, False]
+    # Positions outside the active window (sub-blocks) never commit; the draft is at most `limit` long.
+    assert _agreeing(prompt, [], [m] * 4, [True] * 4, [3, 4, 5, 6], active=[True, False, True, True]) == [
+        True,
+        False,
+        False,
+        False,
+    ]
+    assert _agreeing(prompt, [], [m] * 4, [True] * 4, [3, 4, 5, 6], limit=2) == [True, True, False, False]
+
+
+def test_block_agreement_drafts_from_the_output_so_far():
+    # The output (final tokens, the block's leading ones among them) extends the context the draft comes from.
+    prompt, out = [7, 1, 2, 8, 9], [5, 1, 2]  # now ends in (1, 2): draft 8 9
+    block = [5, 1, 2, 0, 0]  # positions 0-2 final already (`final` = 3)
+    masked = [False, False, False, True, True]
+    assert _agreeing(prompt, out, block, masked, [5, 1, 2, 8, 9], final=3) == [False, False, False, True, True]
+    assert _agreeing(prompt, [], [0] * 3, [True] * 3, [8, 9, 4]) == [False, False, False]  # no n-gram match
+
+
+def test_block_lookup_commits_more_per_pass_and_sampling_ignores_it(engine):
+    ids = engine.tokenizer.encode(PROMPT)
+
+    def block(lookup: int, **kw):
+        # Threshold 1.0 and a fallback window of 1: without drafts exactly one token per pass.
+        params = GenerationParams(max_new_tokens=48, threshold=1.0, fallback_window=1, lookup_tokens=lookup, **kw)
+        return generate(engine, ids, "block", params)
+
+    plain, fast = block(0), block(8)
+    assert len(plain.token_ids) == len(fast.token_ids) == 48
+    assert plain.tokens_per_forward <= 1.0 < fast.tokens_per_forward
+    assert fast.commit_steps == sorted(fast.commit_steps)
+    sampled = [block(n, temperature=0.8, seed=3).forward_passes for n in (0, 8)]
+    assert sampled[0] == sampled[1]

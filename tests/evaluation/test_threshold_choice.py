@@ -47,6 +47,14 @@ def test_exact_match_counts_too_and_the_strictest_is_the_fallback() -> None:
     assert choice is not None and choice.threshold == 0.9
 
 
+def test_rows_with_lookup_agreement_do_not_take_part() -> None:
+    lookup = {**row(0.5, 0.10, 0.0, 3.0), "lookup_tokens": 8}  # would fail the quality bar if it were judged
+    rep = report([row(0.9, 0.40, 0.30, 1.0), row(0.5, 0.40, 0.30, 1.2), lookup], [row(0.9, 0.2, 0.05, 1.0)])
+    rep["kinds"]["block"] += [row(0.5, 0.2, 0.05, 1.3), {**lookup}]
+    choice = choose_threshold(rep, 8)
+    assert choice is not None and choice.threshold == 0.5 and choice.tokens_per_forward == {"line": 1.2, "block": 1.3}
+
+
 def test_no_choice_without_block_rows_at_the_block_size_on_shared_thresholds() -> None:
     assert choose_threshold(report([], []), 8) is None
     assert choose_threshold(report([row(0.9, 0.4, 0.3, 1.0, block=16)], [row(0.9, 0.2, 0.0, 1.0, block=16)]), 8) is None

@@ -28,7 +28,7 @@ def test_complete_json_reports_the_route_and_the_cost(tiny_model_dir):
         assert key in out
     assert out["route"] == "block" and out["text"] and 1 <= out["forward_passes"] <= 17
     assert len(out["commit_steps"]) == out["tokens"] and out["line"] == LINE and out["column"] == 42
-    assert 0 < out["confidence"] < 1 and out["decoder"] == "block B=8 t=0.9"  # no measured threshold: the family's
+    assert 0 < out["confidence"] < 1 and out["decoder"] == "block B=8 t=0.9 lookup 8"  # no measured threshold: the family's
     args = ("complete", f"{SAMPLE}:{LINE}:42", "--model", str(tiny_model_dir), "--max-tokens", "16", "--json")
     gated = json.loads(run_cli(*args, "--min-confidence", str(out["confidence"] + 1e-3)).stdout)
     assert gated["text"] == "" and gated["stop_reason"] == "low_confidence" and gated["tokens"] == out["tokens"]
@@ -43,9 +43,9 @@ def test_complete_decodes_at_the_models_measured_threshold_unless_told(tiny_mode
     (model / "config.json").write_text(json.dumps(config | {"block_threshold": 0.35}))
     args = ("complete", f"{SAMPLE}:{LINE}:42", "--model", str(model), "--max-tokens", "16")
     proc = run_cli(*args)
-    assert proc.returncode == 0 and "[block B=8 t=0.35] " in proc.stderr, proc.stderr
+    assert proc.returncode == 0 and "[block B=8 t=0.35 lookup 8] " in proc.stderr, proc.stderr
     told = json.loads(run_cli(*args, "--threshold", "0.6", "--json").stdout)
-    assert told["decoder"] == "block B=8 t=0.6"
+    assert told["decoder"] == "block B=8 t=0.6 lookup 8"
 
 
 def test_explain_json_and_a_missing_model(tiny_model_dir, tmp_path):

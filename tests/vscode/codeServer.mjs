@@ -207,40 +207,35 @@ export class CodeServer {
     }
   }
 
-  /** The extension's own log ("parafill" output channel) as code-server wrote it, for failure messages. */
-  extensionLog() {
-    const logs = path.join(this.userDataDir, 'logs');
+  /** Log files code-server wrote whose name passes `keep`, in directory order. */
+  logFiles(keep) {
     const found = [];
     const walk = (dir) => {
       for (const entry of fs.existsSync(dir) ? fs.readdirSync(dir, { withFileTypes: true }) : []) {
         const p = path.join(dir, entry.name);
         if (entry.isDirectory()) {
           walk(p);
-        } else if (/parafill/i.test(entry.name)) {
-          found.push(`--- ${p}\n${fs.readFileSync(p, 'utf8').slice(-4000)}`);
+        } else if (keep(entry.name)) {
+          found.push(p);
         }
       }
     };
-    walk(logs);
-    return found.join('\n');
+    walk(path.join(this.userDataDir, 'logs'));
+    return found;
+  }
+
+  /** The extension's own log ("parafill" output channel) as code-server wrote it, for failure messages. */
+  extensionLog() {
+    return this.logFiles((name) => /parafill/i.test(name))
+      .map((p) => `--- ${p}\n${fs.readFileSync(p, 'utf8').slice(-4000)}`)
+      .join('\n');
   }
 
   /** Lines of the extension's log (the server's stderr among them) that match `pattern`, oldest first. */
   extensionLogLines(pattern) {
-    const logs = path.join(this.userDataDir, 'logs');
-    const lines = [];
-    const walk = (dir) => {
-      for (const entry of fs.existsSync(dir) ? fs.readdirSync(dir, { withFileTypes: true }) : []) {
-        const p = path.join(dir, entry.name);
-        if (entry.isDirectory()) {
-          walk(p);
-        } else if (entry.name === 'parafill.log') {
-          lines.push(...fs.readFileSync(p, 'utf8').split('\n').filter((l) => pattern.test(l)));
-        }
-      }
-    };
-    walk(logs);
-    return lines;
+    return this.logFiles((name) => name === 'parafill.log').flatMap((p) =>
+      fs.readFileSync(p, 'utf8').split('\n').filter((l) => pattern.test(l)),
+    );
   }
 
   cleanup() {

@@ -6,6 +6,8 @@ least one: the most confident of the leftmost few masked positions). With the to
 block position 0 is predicted by the last committed token and position j > 0 by block position j - 1.
 A finished block is appended to the KV cache causally in the same pass as the next block's first step, and
 the prompt's uncached tail in the first block's first pass: no pass is spent on the prompt alone.
+With `lookup_tokens`, a step also commits the leading masked positions whose argmax spells a prompt-lookup
+draft (`LookupAgreement`).
 """
 
 from __future__ import annotations

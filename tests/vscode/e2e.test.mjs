@@ -238,7 +238,8 @@ describe('parafill in VS Code (code-server + headless Chromium)', () => {
   // end-of-text, no closing quotes), so an explanation lasts until its token limit: long enough to watch it
   // stream and to click Cancel. The shipped model's ends after a few words; a plain random model's ends within
   // a few hundred tokens, at a point that float noise moves (a prefix-cache hit or not), which made the Cancel
-  // click land after the end in some runs. The protocol test explains with the shipped model.
+  // click land after the end in some runs. The protocol test explains with the shipped model (and cancels on
+  // the rambling one).
   test('Explain Selection streams the explanation into the "parafill Explain" output', async () => {
     await switchModel(randomModelFolder('rambling'));
     await wb.selectFirstLines(6);
@@ -262,7 +263,7 @@ describe('parafill in VS Code (code-server + headless Chromium)', () => {
   });
 
   test('Explain Selection is cancelled from its notification', async (t) => {
-    // 3000 tokens take about 20 s: the explanation is still running when the click lands.
+    // 3000 tokens take about 24 s: the explanation is still running when the click lands.
     await switchModel(randomModelFolder('rambling'), [['parafill.explain.maxTokens', 3000]]);
     t.after(() => switchModel(testModelFolder(), [['parafill.explain.maxTokens', 160]]));
     const ended = /parafill\.service: explain: /;

@@ -32,7 +32,7 @@ const randomModels = new Map();
 // The random test checkpoints (tests/tiny_models.py): "tiny" answers in milliseconds (protocol tests);
 // "small" (~10M parameters, like the shipped model) is slow enough on CPU to watch an explanation stream;
 // "rambling" is "small" that never ends an answer by itself (no end-of-text, no quotes), so an explanation
-// runs to its token limit (3000 tokens: about 20 s here) unless cancelled.
+// runs to its token limit (3000 tokens: about 24 s here) unless cancelled.
 const SMALL = {
   hidden_size: 384,
   intermediate_size: 1024,

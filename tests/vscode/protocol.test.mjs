@@ -192,7 +192,7 @@ describe('parafill serve over stdio (vscode-languageserver-protocol)', () => {
 
   test('cancelling an explain after its first report answers RequestCancelled (-32800); the decoder stops', async (t) => {
     // The shipped model explains 14 lines in a few tokens, over before a cancel could land: switch to a random
-    // model that never ends an answer by itself (3000 tokens: about 20 s), then back.
+    // model that never ends an answer by itself (3000 tokens: about 24 s), then back.
     const rambling = randomModelFolder('rambling');
     const configure = (settings) =>
       conn.sendNotification(P.DidChangeConfigurationNotification.type, { settings: { parafill: settings } });

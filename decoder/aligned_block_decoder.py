@@ -9,7 +9,8 @@ positions of that sub-block. With the token shift (Fast-dLLM v2) block position 
 at j - 1; without it (SDAR) from the output at j. A finished block is committed with a block-causal pass:
 for token-shift models that pass also predicts the next block's first token, which is committed at once
 (the reference decodes it greedily, as an AR step); for the others it is fused with the next block's first
-step. Tokens are final once committed (no remasking), so stopping early never changes them.
+step. Tokens are final once committed (no remasking), so stopping early never changes them. With
+`lookup_tokens`, steps also commit by prompt-lookup agreement (decoder/block_decoder.py `LookupAgreement`).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import torch
 
 import kernels
 from decoder.block_causal_engine import BlockCausalEngine, BlockSequence
-from decoder.block_decoder import NoMaskTokenError, _Output, denoise_rows, fit_allowed, step_seed
+from decoder.block_decoder import LookupAgreement, NoMaskTokenError, _Output, denoise_rows, fit_allowed, step_seed
 from decoder.engine import PrefillInterrupted
 from decoder.generation import GenerationControl, GenerationParams, GenerationResult
 
@@ -44,13 +45,14 @@ def decode_aligned_blocks(
     except PrefillInterrupted as stop:
         return GenerationResult.interrupted_prefill("block", stop.reason, len(prompt_ids), started)
     out = _Output(params, control)
+    drafts = LookupAgreement(prompt_ids, out) if params.lookup_tokens and params.temperature == 0 else None
     first = len(seq.open_tokens)
     block = [*seq.open_tokens, *[engine.mask_token_id] * (size - first)]
     heal = control.first_token_allowed
     pending: list[int] = []  # a finished block whose commit is fused with the next block's first step
     steps_per_block: list[int] = []
     while out.stop_reason is None and len(out.token_ids) < params.max_new_tokens:
-        steps, pending = _decode_block(engine, seq, block, first, pending, heal, params, control, out)
+        steps, pending = _decode_block(engine, seq, block, first, pending, heal, params, control, out, drafts)
         steps_per_block.append(steps)
         heal = None
         if out.stop_reason is not None or len(out.token_ids) >= params.max_new_tokens:
@@ -78,6 +80,7 @@ def _decode_block(
     params: GenerationParams,
     control: GenerationControl,
     out: _Output,
+    drafts: LookupAgreement | None = None,
 ) -> tuple[int, list[int]]:
     """Denoise positions [first, size) of `block` in place; returns (steps taken, still-pending commit)."""
     size = len(block)
@@ -121,6 +124,13 @@ def _decode_block(
             rows = rows.masked_fill(banned, float("-inf"))
         active = masked[lo:hi].to(rows.device)
         tokens, row_confidence, commit = denoise_rows(rows, active, params, seq.forward_passes)
+        commit = commit.cpu()
+        if drafts is not None:  # block coordinates: the prompt's open tokens, then the output up to `final`
+            argmax = torch.zeros(size, dtype=torch.long)
+            argmax[lo:hi] = tokens.cpu()
+            window = torch.zeros_like(masked)
+            window[lo:hi] = masked[lo:hi]
+            commit |= drafts.agreeing(block, masked, window, argmax, final, params.lookup_tokens)[lo:hi]
         for i in commit.nonzero().flatten().tolist():
             block[lo + i], commit_step[lo + i], masked[lo + i] = int(tokens[i]), seq.forward_passes, False
             confidence[lo + i] = float(row_confidence[i])

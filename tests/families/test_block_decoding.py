@@ -10,6 +10,7 @@ from decoder.block_causal_engine import BlockCausalEngine, BlockLayoutError
 from decoder.engine import EngineOptions
 from decoder.engines import family_params, open_family_engine
 from decoder.generation import GenerationControl, GenerationParams
+from decoder.lookup import PromptLookup
 from decoder.router import generate
 from tests.families import oracle
 
@@ -132,3 +133,25 @@ def test_infill_with_stop_rules_runs_on_a_block_causal_model(fast_dllm):
     )
     assert "\n" not in res.text and res.generation.stop_reason in ("stop_rule", "stop_token", "length")
     assert res.generation.forward_passes >= 1
+
+
+@pytest.mark.parametrize("family", ["fast_dllm", "sdar"])
+def test_lookup_agreement_on_aligned_blocks_commits_only_drafted_runs(family, request):
+    # Threshold 1.0 and a fallback window of 1: without drafts one token per pass. With them, a pass that
+    # commits several tokens committed exactly what followed the latest earlier occurrence of the output's last
+    # 2-3 tokens: checked against a fresh PromptLookup, in output coordinates (the prompt ends inside a block).
+    engine = request.getfixturevalue(family)
+    prompt = _prompt(engine, 45)
+    params = family_params(engine, max_new_tokens=40, threshold=1.0, fallback_window=1, lookup_tokens=8)
+    out = generate(engine, prompt, "block", params)
+    runs: dict[int, list[int]] = {}
+    for i, step in enumerate(out.commit_steps):
+        runs.setdefault(step, []).append(i)
+    several = [idx for idx in runs.values() if len(idx) > 1]
+    for idx in several:
+        start = idx[0]
+        assert idx == list(range(start, start + len(idx)))
+        draft = PromptLookup([*prompt, *out.token_ids[:start]]).draft(len(idx))
+        assert out.token_ids[start : start + len(idx)] == draft
+    if family == "sdar":  # this replica's masked predictions agree with its drafts now and then
+        assert several

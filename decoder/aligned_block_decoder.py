@@ -45,7 +45,7 @@ def decode_aligned_blocks(
     except PrefillInterrupted as stop:
         return GenerationResult.interrupted_prefill("block", stop.reason, len(prompt_ids), started)
     out = _Output(params, control)
-    drafts = LookupAgreement(prompt_ids, out) if params.lookup_tokens and params.temperature == 0 else None
+    drafts = LookupAgreement.for_output(prompt_ids, out)
     first = len(seq.open_tokens)
     block = [*seq.open_tokens, *[engine.mask_token_id] * (size - first)]
     heal = control.first_token_allowed

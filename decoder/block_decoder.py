@@ -106,7 +106,7 @@ def decode_block(
     except PrefillInterrupted as stop:
         return GenerationResult.interrupted_prefill("block", stop.reason, len(prompt_ids), started)
     out = _Output(params, control)
-    drafts = LookupAgreement(prompt_ids, out) if params.lookup_tokens and params.temperature == 0 else None
+    drafts = LookupAgreement.for_output(prompt_ids, out)
     # Committed, not yet in the KV cache: the prompt's last chunk at first, then each finished block.
     pending, seq.deferred = seq.deferred, []
     steps_per_block: list[int] = []
@@ -181,6 +181,13 @@ class LookupAgreement:
     def __init__(self, prompt_ids: list[int], out: _Output) -> None:
         self.index = PromptLookup(list(prompt_ids))
         self.prompt_length, self.out = len(prompt_ids), out
+
+    @classmethod
+    def for_output(cls, prompt_ids: list[int], out: _Output) -> LookupAgreement | None:
+        """Agreement for a decode whose params ask for drafts; None when they do not, or when sampling (a
+        sampled token is no argmax to agree with)."""
+        params = out.params
+        return cls(prompt_ids, out) if params.lookup_tokens and params.temperature == 0 else None
 
     def agreeing(
         self, block: list[int], masked: torch.Tensor, active: torch.Tensor, argmax: torch.Tensor, final: int, limit: int

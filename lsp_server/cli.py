@@ -6,7 +6,16 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from lsp_server import cmd_bench, cmd_complete, cmd_eval, cmd_explain, cmd_generate, cmd_serve, cmd_train
+from lsp_server import (
+    cmd_bench,
+    cmd_complete,
+    cmd_eval,
+    cmd_explain,
+    cmd_generate,
+    cmd_report,
+    cmd_serve,
+    cmd_train,
+)
 from lsp_server.errors import UserError
 
 # name -> (help, add_arguments, run). Later subcommands register here.
@@ -19,6 +28,11 @@ SUBCOMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Cal
         "completion quality on held-out Python files, AR vs block diffusion",
         cmd_eval.add_arguments,
         cmd_eval.run,
+    ),
+    "report": (
+        "compare two models' eval reports task by task, or merge reports of one model",
+        cmd_report.add_arguments,
+        cmd_report.run,
     ),
     "bench": (
         "latency vs span (block, AR, llama.cpp), quality vs threshold, prefix cache, LSP p50/p99",

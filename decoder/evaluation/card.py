@@ -3,6 +3,7 @@ optionally the one it replaces, measured with the same code and tasks), so the c
 
 from __future__ import annotations
 
+from decoder.evaluation.reports import ReportMismatch, compare_reports
 from decoder.evaluation.threshold_choice import ThresholdChoice
 from decoder.families import THRESHOLD_FIELD
 
@@ -55,6 +56,7 @@ def eval_section(
                 f"| {_KIND_NAMES.get(kind, kind)} ({row['tasks']}) | {row['config']} | {em} | {es} | {tpf} | "
                 f"{'-' if arness is None else f'{arness:.2f}'} | {row['latency_ms_p50']:.0f} ms |"
             )
+    lines += _paired_lines(previous, report)
     lines += _served_lines(served)
     lines += _gate_lines(report, None if served is None else served.threshold)
     if "bits_per_byte" in report:
@@ -63,6 +65,23 @@ def eval_section(
             bpb += f" (previous: {previous['bits_per_byte']:.4f})"
         lines += ["", bpb + "."]
     return "\n".join(lines) + "\n"
+
+
+def _paired_lines(previous: dict | None, report: dict) -> list[str]:
+    """Edit similarity against the previous model task by task, where both reports kept per-task scores."""
+    try:
+        rows = compare_reports(previous, report) if previous else []
+    except ReportMismatch:
+        return []
+    if not rows:
+        return []
+    parts = []
+    for r in rows:
+        d = r.edit_similarity
+        low, high = d.interval
+        parts.append(f"{r.kind} {r.config} {d.mean:+.3f} [{low:+.3f}, {high:+.3f}] {d.verdict}")
+    intro = "ES against the previous model, task by task (`parafill report compare`, 95% interval): "
+    return ["", intro + "; ".join(parts) + "."]
 
 
 def _served_lines(choice: ThresholdChoice | None) -> list[str]:

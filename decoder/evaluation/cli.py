@@ -73,6 +73,7 @@ def run_eval(args: argparse.Namespace, engine, model_name: str) -> dict:
         "token_healing": not args.no_healing,
         "fallback_window": fallback_window,
         "kinds": {},
+        "task_names": {},
     }
     started = time.perf_counter()
     if args.bpb_tokens:
@@ -93,6 +94,7 @@ def run_eval(args: argparse.Namespace, engine, model_name: str) -> dict:
             print(_format_coverage(row), file=sys.stderr)
         if rows:
             report["kinds"][kind] = rows
+            report["task_names"][kind] = [t.name for t in tasks]
     report["seconds"] = round(time.perf_counter() - started, 1)
     if args.json:
         with open(args.json, "w") as f:

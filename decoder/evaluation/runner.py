@@ -107,6 +107,8 @@ def run_config(
         "latency_ms_p90": round(_percentile(latency, 0.9), 2) if latency else None,
         # What a ghost-text confidence gate (the minConfidence setting) would keep, and how good that is.
         "confidence_coverage": confidence_coverage(confidences, em, es),
+        # In task order (the report's task_names): what `parafill report compare` pairs between two models.
+        "task_scores": {"exact_match": [int(x) for x in em], "edit_similarity": [round(x, 4) for x in es]},
         "samples": samples,
     }
 

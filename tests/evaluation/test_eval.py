@@ -116,7 +116,7 @@ def test_eval_report_has_every_metric(tiny_model_dir, tmp_path):
     assert (tmp_path / "r.png").stat().st_size > 1000 and (tmp_path / "c.png").stat().st_size > 1000
     assert report["bits_per_byte"] > 0
     assert report["fallback_window"] == CAUSAL.fallback_window  # unset: decodes as the server does
-    for rows in report["kinds"].values():
+    for kind, rows in report["kinds"].items():
         ar, strict, loose = rows
         assert ar["mode"] == "ar" and ar["tokens_per_forward"] == pytest.approx(1.0, abs=0.01)
         # Threshold 0 commits a whole block per pass: more parallel than 0.9.
@@ -127,6 +127,11 @@ def test_eval_report_has_every_metric(tiny_model_dir, tmp_path):
             assert 0 <= row["edit_similarity_se"] <= 0.5 / math.sqrt(row["tasks"] - 1)  # a [0, 1] score's bound
             p = row["exact_match"]
             assert row["exact_match_se"] == pytest.approx(math.sqrt(p * (1 - p) / row["tasks"]), abs=1e-4)
+            # Per-task scores, in the order of the report's task names, average to the row's figures.
+            scores = row["task_scores"]
+            assert len(scores["edit_similarity"]) == len(report["task_names"][kind]) == row["tasks"]
+            assert sum(scores["edit_similarity"]) / row["tasks"] == pytest.approx(row["edit_similarity"], abs=1e-3)
+            assert sum(scores["exact_match"]) / row["tasks"] == pytest.approx(row["exact_match"], abs=1e-3)
             everything = row["confidence_coverage"][0]
             assert everything["keep"] == 1.0 and everything["tasks"] == row["tasks"]
             assert everything["edit_similarity"] == pytest.approx(row["edit_similarity"], abs=1e-3)

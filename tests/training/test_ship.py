@@ -55,6 +55,8 @@ def test_ship_copies_inference_files_and_writes_the_eval_table(tiny_corpus: Path
     assert "Confidence gate (`minConfidence`), rest of line, block B=8 t=0.9: keeps 75% at >= " in card
     assert f"75% at >= {gate['min_confidence']:.2f} (ES {gate['edit_similarity']:.3f}" in card
     assert f"Held-out bits per byte {report['bits_per_byte']:.4f} (previous: 9.8765)." in card
+    # Same tasks, same model: task by task, no difference anywhere.
+    assert "ES against the previous model, task by task" in card and "line ar +0.000 [+0.000, +0.000] same" in card
     # The served threshold is the report's choice, written into config.json, and the engine decodes with it.
     choice = choose_threshold(report, 8)
     assert choice is not None and choice.threshold in (0.9, 0.3)

@@ -84,8 +84,13 @@ export class CodeServer {
     fs.writeFileSync(file, JSON.stringify(profileSettings(this.settings), null, 2));
   }
 
+  /** The user settings.json; undefined while the workbench is halfway through writing it. */
   readSettings() {
-    return JSON.parse(fs.readFileSync(path.join(this.userDataDir, 'User', 'settings.json'), 'utf8'));
+    try {
+      return JSON.parse(fs.readFileSync(path.join(this.userDataDir, 'User', 'settings.json'), 'utf8'));
+    } catch {
+      return undefined;
+    }
   }
 
   /** Pids of `parafill serve` processes started under this code-server (Linux /proc). */
@@ -231,11 +236,11 @@ export class CodeServer {
       .join('\n');
   }
 
-  /** Lines of the extension's log (the server's stderr among them) that match `pattern`, oldest first. */
+  /** Lines of the extension's log (the server's stderr among them) that match `pattern` (a RegExp, or a string
+   * the line contains), oldest first. */
   extensionLogLines(pattern) {
-    return this.logFiles((name) => name === 'parafill.log').flatMap((p) =>
-      fs.readFileSync(p, 'utf8').split('\n').filter((l) => pattern.test(l)),
-    );
+    const matches = typeof pattern === 'string' ? (l) => l.includes(pattern) : (l) => pattern.test(l);
+    return this.logFiles((name) => name === 'parafill.log').flatMap((p) => fs.readFileSync(p, 'utf8').split('\n').filter(matches));
   }
 
   cleanup() {

@@ -62,11 +62,25 @@ describe('parafill in VS Code (code-server + headless Chromium)', () => {
   let currentModel = testModelFolder();
   const switchModel = async (folder, extra = []) => {
     const loaded = `model loaded from ${folder}`;
-    const before = server.extensionLog().split(loaded).length;
+    const loads = () => server.extensionLogLines(loaded).length;
+    const before = loads();
     const change = folder === currentModel ? [] : [['parafill.model', folder]];
-    await wb.setSettings([...change, ...extra]);
+    const entries = [...change, ...extra];
+    await wb.setSettings(entries);
+    // What the Settings editor wrote is what the extension reads: check it before waiting on the server.
+    const unwritten = () => {
+      const written = server.readSettings();
+      return entries.filter(([id, value]) => String(written?.[id]) !== String(value));
+    };
+    await waitFor(() => unwritten().length === 0, 10_000, 'settings.json to hold the new settings', 100).catch((err) => {
+      throw new Error(`${err.message}: ${JSON.stringify(unwritten())} not written; settings.json: ${JSON.stringify(server.readSettings())}`);
+    });
     if (change.length) {
-      await waitFor(() => server.extensionLog().split(loaded).length > before, 120_000, `the model in ${folder} to load`, 250);
+      await waitFor(() => loads() > before, 120_000, `the model in ${folder} to load`, 250).catch(
+        (err) => {
+          throw new Error(`${err.message}\n${server.extensionLog()}`);
+        },
+      );
       currentModel = folder;
     }
     // The status bar learns of the load by polling parafill/stats (up to 2 s after the log line); until then it
@@ -286,13 +300,13 @@ describe('parafill in VS Code (code-server + headless Chromium)', () => {
     await waitFor(async () => (await wb.statusIcon()) === 'codicon-sparkle', 20_000, 'the status bar to show on');
     await wb.statusItem().click();
     await waitFor(async () => (await wb.statusIcon()) === 'codicon-circle-slash', 10_000, 'the status bar to show off');
-    assert.equal(server.readSettings()['parafill.enable'], false);
+    assert.equal(server.readSettings()?.['parafill.enable'], false);
     await wb.focusEditor();
     await wb.press(`${CTRL}+End`, 'Enter');
     assert.equal(await wb.typeAndTime('off = add', 4000), undefined, 'ghost text while turned off');
     await wb.statusItem().click();
     await waitFor(async () => (await wb.statusIcon()) === 'codicon-sparkle', 10_000, 'the status bar to show on');
-    assert.equal(server.readSettings()['parafill.enable'], true);
+    assert.equal(server.readSettings()?.['parafill.enable'], true);
   });
 
   test('a crashed server is restarted and completions come back', async () => {
@@ -337,7 +351,7 @@ describe('parafill in VS Code (code-server + headless Chromium)', () => {
     assert.match(message, /pip install parafill/);
     assert.match(message, /parafill\.server\.path/);
     assert.equal(await wb.statusIcon(), 'codicon-error');
-    assert.equal(server.readSettings()['parafill.server.path'], '/nonexistent/bin/parafill');
+    assert.equal(server.readSettings()?.['parafill.server.path'], '/nonexistent/bin/parafill');
 
     await wb.setSettings([['parafill.server.path', serverExecutable()]]);
     await waitFor(async () => (await wb.statusIcon()) === 'codicon-sparkle', 120_000, 'the server back after the fix');

@@ -1,0 +1,144 @@
+"""Work on `parafill eval` reports after the fact: merge reports of one model (kinds run in separate
+processes), and compare two models task by task.
+
+Why paired: two models scored on the same 300 tasks differ by far less than either score's own standard error
+suggests, because most of the spread is between tasks (easy lines are easy for both). The standard error of
+the per-task differences is the right yardstick for "is the new model better": it is often 3-5x smaller than
+the unpaired one.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+
+# A difference counts as real when its 95% interval (about two paired standard errors) excludes zero.
+Z_95 = 1.96
+
+
+class ReportMismatch(ValueError):
+    """The reports cannot be paired or merged (different tasks, or a kind in both)."""
+
+
+def merge_reports(reports: list[dict], model: str | None = None) -> dict:
+    """One report from several of the same model, each holding different kinds (as `--kinds` split them)."""
+    if not reports:
+        raise ReportMismatch("nothing to merge")
+    merged = {key: value for key, value in reports[0].items() if key not in ("kinds", "task_names")}
+    merged["kinds"], merged["task_names"] = {}, {}
+    for report in reports:
+        for kind, rows in report["kinds"].items():
+            if kind in merged["kinds"]:
+                raise ReportMismatch(f"kind {kind!r} is in more than one report")
+            merged["kinds"][kind] = rows
+            if kind in report.get("task_names", {}):
+                merged["task_names"][kind] = report["task_names"][kind]
+    bpb = [r["bits_per_byte"] for r in reports if r.get("bits_per_byte") is not None]
+    if bpb:
+        merged["bits_per_byte"] = bpb[0]
+    merged["seconds"] = round(sum(r.get("seconds", 0.0) for r in reports), 1)
+    if model is not None:
+        merged["model"] = model
+    return merged
+
+
+@dataclass(frozen=True)
+class PairedDifference:
+    """new - old over the same tasks: mean, its standard error, and how many tasks went each way."""
+
+    mean: float
+    se: float
+    wins: int  # tasks where the new model scored higher
+    losses: int
+    tasks: int
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        return self.mean - Z_95 * self.se, self.mean + Z_95 * self.se
+
+    @property
+    def verdict(self) -> str:
+        low, high = self.interval
+        return "better" if low > 0 else "worse" if high < 0 else "same"
+
+
+def paired_difference(old: list[float], new: list[float]) -> PairedDifference:
+    if len(old) != len(new) or not old:
+        raise ReportMismatch(f"cannot pair {len(old)} scores with {len(new)}")
+    diffs = [n - o for o, n in zip(old, new, strict=True)]
+    se = statistics.stdev(diffs) / math.sqrt(len(diffs)) if len(diffs) > 1 else float("nan")
+    return PairedDifference(
+        mean=statistics.fmean(diffs),
+        se=se,
+        wins=sum(d > 0 for d in diffs),
+        losses=sum(d < 0 for d in diffs),
+        tasks=len(diffs),
+    )
+
+
+@dataclass(frozen=True)
+class ConfigComparison:
+    kind: str
+    config: str
+    exact_match: PairedDifference
+    edit_similarity: PairedDifference
+    tokens_per_forward: tuple[float, float]  # (old, new): a rate over all tasks, not a per-task score
+
+
+def compare_reports(old: dict, new: dict) -> list[ConfigComparison]:
+    """Every (kind, configuration) both reports ran, compared task by task. Raises ReportMismatch when a shared
+    kind was run on different tasks, or a report predates per-task scores."""
+    out: list[ConfigComparison] = []
+    for kind, new_rows in new["kinds"].items():
+        if kind not in old["kinds"]:
+            continue
+        names_old, names_new = _task_names(old, kind), _task_names(new, kind)
+        if names_old != names_new:
+            raise ReportMismatch(f"{kind}: the reports ran different tasks (another --limit, --seed or --tasks?)")
+        old_rows = {row["config"]: row for row in old["kinds"][kind]}
+        for row in new_rows:
+            before = old_rows.get(row["config"])
+            if before is None:
+                continue
+            a, b = _task_scores(before, kind), _task_scores(row, kind)
+            out.append(
+                ConfigComparison(
+                    kind=kind,
+                    config=row["config"],
+                    exact_match=paired_difference(a["exact_match"], b["exact_match"]),
+                    edit_similarity=paired_difference(a["edit_similarity"], b["edit_similarity"]),
+                    tokens_per_forward=(before["tokens_per_forward"], row["tokens_per_forward"]),
+                )
+            )
+    return out
+
+
+def _task_names(report: dict, kind: str) -> list[str]:
+    names = report.get("task_names", {}).get(kind)
+    if names is None:
+        raise ReportMismatch(f"{kind}: a report has no per-task scores (written before they were kept): rerun eval")
+    return names
+
+
+def _task_scores(row: dict, kind: str) -> dict[str, list[float]]:
+    scores = row.get("task_scores")
+    if scores is None:
+        raise ReportMismatch(f"{kind} {row['config']}: no per-task scores in the report: rerun eval")
+    return {"exact_match": [float(x) for x in scores["exact_match"]], "edit_similarity": scores["edit_similarity"]}
+
+
+def format_comparison(rows: list[ConfigComparison]) -> str:
+    """One line per configuration, e.g. `line ar  ES +0.004 [-0.002, +0.010] 61 up/48 down same  EM ...`."""
+
+    def diff(d: PairedDifference, scale: float, digits: int, unit: str) -> str:
+        low, high = d.interval
+        span = f"{d.mean * scale:+.{digits}f}{unit} [{low * scale:+.{digits}f}, {high * scale:+.{digits}f}]"
+        return f"{span} {d.wins} up/{d.losses} down {d.verdict:<6}"
+
+    lines = ["new - old, task by task (95% interval from the paired standard error)"]
+    for r in rows:
+        old_tpf, new_tpf = r.tokens_per_forward
+        es, em = diff(r.edit_similarity, 1, 3, ""), diff(r.exact_match, 100, 1, "%")
+        lines.append(f"{r.kind:>7} {r.config:<24} ES {es}  EM {em}  tok/fwd {old_tpf:.2f} -> {new_tpf:.2f}")
+    return "\n".join(lines)

@@ -1,0 +1,84 @@
+"""`parafill report`: `parafill eval` reports after the fact, no model loaded.
+
+parafill report compare OLD.json NEW.json   # task by task: is NEW better, worse, or within the noise?
+parafill report merge A.json B.json --json OUT.json --plot OUT.png   # kinds evaluated in separate processes
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from decoder.evaluation.reports import ReportMismatch, compare_reports, format_comparison, merge_reports
+from lsp_server.errors import UserError
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    actions = parser.add_subparsers(dest="action", required=True, parser_class=type(parser))
+    compare = actions.add_parser("compare", help="paired differences between two models' reports (same tasks)")
+    compare.add_argument("old", help="report of the model in use (e.g. benchmarks/results/eval_default_cpu.json)")
+    compare.add_argument("new", help="report of the candidate")
+    compare.add_argument("--json", help="also write the comparison here")
+    merge = actions.add_parser("merge", help="one report from reports of one model that ran different kinds")
+    merge.add_argument("reports", nargs="+")
+    merge.add_argument("--json", required=True, help="write the merged report here")
+    merge.add_argument("--model", help="the model name to record (default: the first report's)")
+    merge.add_argument("--plot", help="write a PNG of quality vs tokens per forward here")
+    merge.add_argument("--coverage-plot", help="write a PNG of quality vs the share a confidence gate keeps")
+
+
+def load_report(path: str) -> dict:
+    try:
+        report = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError(f"no report at {path}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UserError(f"{path} is not a JSON report: {exc}") from None
+    if not isinstance(report, dict) or not isinstance(report.get("kinds"), dict):
+        raise UserError(f"{path} is not a `parafill eval` report (no 'kinds')")
+    return report
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        if args.action == "compare":
+            return _compare(args)
+        return _merge(args)
+    except ReportMismatch as exc:
+        raise UserError(str(exc)) from None
+
+
+def _compare(args: argparse.Namespace) -> int:
+    rows = compare_reports(load_report(args.old), load_report(args.new))
+    if not rows:
+        raise UserError("the reports share no kind and configuration to compare")
+    print(format_comparison(rows))
+    if args.json:
+        out = [
+            {
+                "kind": r.kind,
+                "config": r.config,
+                **{
+                    metric: {**vars(d), "interval": list(d.interval), "verdict": d.verdict}
+                    for metric, d in (("exact_match", r.exact_match), ("edit_similarity", r.edit_similarity))
+                },
+                "tokens_per_forward": {"old": r.tokens_per_forward[0], "new": r.tokens_per_forward[1]},
+            }
+            for r in rows
+        ]
+        Path(args.json).write_text(json.dumps({"old": args.old, "new": args.new, "rows": out}, indent=2))
+    return 0
+
+
+def _merge(args: argparse.Namespace) -> int:
+    from decoder.evaluation.plots import plot_confidence_coverage, plot_quality_vs_parallelism
+
+    merged = merge_reports([load_report(p) for p in args.reports], args.model)
+    Path(args.json).write_text(json.dumps(merged, indent=2))
+    if args.plot:
+        plot_quality_vs_parallelism(merged, args.plot)
+    if args.coverage_plot:
+        plot_confidence_coverage(merged, args.coverage_plot)
+    print(f"{args.json}: kinds {', '.join(merged['kinds'])} from {len(args.reports)} reports")
+    return 0

@@ -1,0 +1,103 @@
+"""`parafill report`: merging eval reports of one model and comparing two models task by task."""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+
+import pytest
+
+from decoder.engine import Engine
+from decoder.evaluation.cli import add_eval_arguments, run_eval
+from decoder.evaluation.reports import ReportMismatch, compare_reports, merge_reports, paired_difference
+from lsp_server.cli import main
+
+
+def evaluate(engine: Engine, kinds: str, seed: int = 0) -> dict:
+    parser = argparse.ArgumentParser()
+    add_eval_arguments(parser)
+    args = parser.parse_args(
+        ["--kinds", kinds, "--limit", "4", "--thresholds", "0.5", "--bpb-tokens", "0", "--seed", str(seed)]
+    )
+    return run_eval(args, engine, "tiny")
+
+
+@pytest.fixture(scope="module")
+def reports(tiny_model_dir) -> dict[str, dict]:
+    engine = Engine.from_folder(tiny_model_dir)
+    return {
+        "line": evaluate(engine, "line"),
+        "block": evaluate(engine, "block"),
+        "both": evaluate(engine, "line,block"),
+        "other_tasks": evaluate(engine, "line", seed=1),
+    }
+
+
+def test_paired_difference_counts_and_interval():
+    d = paired_difference([0.0, 0.5, 1.0, 0.2], [0.1, 0.6, 1.0, 0.3])
+    assert d.mean == pytest.approx(0.075) and (d.wins, d.losses, d.tasks) == (3, 0, 4)
+    assert d.se == pytest.approx(0.025)  # stdev of (0.1, 0.1, 0, 0.1) / sqrt(4)
+    low, high = d.interval
+    assert low == pytest.approx(0.075 - 1.96 * 0.025) and high == pytest.approx(0.075 + 1.96 * 0.025)
+    assert d.verdict == "better"
+    assert paired_difference([1, 0, 1, 0], [0, 1, 0, 1]).verdict == "same"  # as many up as down
+    assert paired_difference([0.9] * 5 + [0.5], [0.4] * 5 + [0.5]).verdict == "worse"
+    with pytest.raises(ReportMismatch):
+        paired_difference([0.1], [0.1, 0.2])
+
+
+def test_merged_kinds_equal_one_run_of_both(reports):
+    merged = merge_reports([reports["line"], reports["block"]], model="tiny merged")
+    assert list(merged["kinds"]) == ["line", "block"] and merged["model"] == "tiny merged"
+    assert merged["task_names"] == reports["both"]["task_names"]
+    rows = compare_reports(reports["both"], merged)
+    assert {(r.kind, r.config) for r in rows} == {
+        (kind, row["config"]) for kind, kind_rows in reports["both"]["kinds"].items() for row in kind_rows
+    }
+    for r in rows:  # the same model on the same tasks: not a single task moved
+        for d in (r.exact_match, r.edit_similarity):
+            assert (d.mean, d.wins, d.losses, d.verdict) == (0.0, 0, 0, "same")
+        assert r.tokens_per_forward[0] == r.tokens_per_forward[1]
+    with pytest.raises(ReportMismatch, match="more than one report"):
+        merge_reports([reports["line"], reports["both"]])
+
+
+def test_compare_sees_a_better_model_and_refuses_other_tasks(reports):
+    old = reports["line"]
+    new = copy.deepcopy(old)
+    for row in new["kinds"]["line"]:
+        row["task_scores"]["edit_similarity"] = [min(1.0, s + 0.2) for s in row["task_scores"]["edit_similarity"]]
+    rows = compare_reports(old, new)
+    assert rows and all(r.edit_similarity.wins > 0 and r.edit_similarity.losses == 0 for r in rows)
+    assert all(r.edit_similarity.mean > 0 for r in rows)
+    with pytest.raises(ReportMismatch, match="different tasks"):
+        compare_reports(old, reports["other_tasks"])
+    stale = copy.deepcopy(old)
+    del stale["task_names"]
+    with pytest.raises(ReportMismatch, match="rerun eval"):
+        compare_reports(stale, new)
+
+
+def test_report_command(reports, tmp_path, capsys):
+    paths = {}
+    for name, report in reports.items():
+        paths[name] = tmp_path / f"{name}.json"
+        paths[name].write_text(json.dumps(report))
+    merged = tmp_path / "merged.json"
+    assert main(["report", "merge", str(paths["line"]), str(paths["block"]), "--json", str(merged)]) == 0
+    assert main(["report", "compare", str(paths["both"]), str(merged), "--json", str(tmp_path / "c.json")]) == 0
+    printed = capsys.readouterr().out
+    assert "line ar " in printed and "0 up/0 down same" in printed
+    saved = json.loads((tmp_path / "c.json").read_text())
+    assert len(saved["rows"]) == 4 and all(r["edit_similarity"]["verdict"] == "same" for r in saved["rows"])
+    # Bad input: one clear line and exit status 2.
+    (tmp_path / "junk.json").write_text("[1, 2")
+    for argv in (
+        ["report", "compare", str(tmp_path / "missing.json"), str(merged)],
+        ["report", "compare", str(tmp_path / "junk.json"), str(merged)],
+        ["report", "compare", str(paths["line"]), str(paths["other_tasks"])],
+    ):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("parafill: error: ") and err.count("\n") == 1

@@ -58,6 +58,7 @@ describe('parafill in VS Code (code-server + headless Chromium)', () => {
   const hosts = new Set();
   const notes = [];
 
+  const settingsFile = () => server.readSettings();
   // Change settings in the Settings editor; when `folder` is another model, wait until the server has loaded it.
   let currentModel = testModelFolder();
   const switchModel = async (folder, extra = []) => {
@@ -65,22 +66,12 @@ describe('parafill in VS Code (code-server + headless Chromium)', () => {
     const loads = () => server.extensionLogLines(loaded).length;
     const before = loads();
     const change = folder === currentModel ? [] : [['parafill.model', folder]];
-    const entries = [...change, ...extra];
-    await wb.setSettings(entries);
-    // What the Settings editor wrote is what the extension reads: check it before waiting on the server.
-    const unwritten = () => {
-      const written = server.readSettings();
-      return entries.filter(([id, value]) => String(written?.[id]) !== String(value));
-    };
-    await waitFor(() => unwritten().length === 0, 10_000, 'settings.json to hold the new settings', 100).catch((err) => {
-      throw new Error(`${err.message}: ${JSON.stringify(unwritten())} not written; settings.json: ${JSON.stringify(server.readSettings())}`);
-    });
+    await wb.setSettings([...change, ...extra], settingsFile);
     if (change.length) {
-      await waitFor(() => loads() > before, 120_000, `the model in ${folder} to load`, 250).catch(
-        (err) => {
-          throw new Error(`${err.message}\n${server.extensionLog()}`);
-        },
-      );
+      // On a timeout, the log says why (a load error, or no settings change reached the server).
+      await waitFor(() => loads() > before, 120_000, `the model in ${folder} to load`, 250).catch((err) => {
+        throw new Error(`${err.message}\n${server.extensionLog()}`);
+      });
       currentModel = folder;
     }
     // The status bar learns of the load by polling parafill/stats (up to 2 s after the log line); until then it
@@ -342,7 +333,7 @@ describe('parafill in VS Code (code-server + headless Chromium)', () => {
 
   test('a missing server command gives an error with the fix; fixing the setting recovers', async () => {
     // Through the Settings editor, as a user would.
-    await wb.setSettings([['parafill.server.path', '/nonexistent/bin/parafill']]);
+    await wb.setSettings([['parafill.server.path', '/nonexistent/bin/parafill']], settingsFile);
 
     // As a toast, or in the notification center when that is open.
     const toast = wb.notification('was not found').first();
@@ -353,7 +344,7 @@ describe('parafill in VS Code (code-server + headless Chromium)', () => {
     assert.equal(await wb.statusIcon(), 'codicon-error');
     assert.equal(server.readSettings()?.['parafill.server.path'], '/nonexistent/bin/parafill');
 
-    await wb.setSettings([['parafill.server.path', serverExecutable()]]);
+    await wb.setSettings([['parafill.server.path', serverExecutable()]], settingsFile);
     await waitFor(async () => (await wb.statusIcon()) === 'codicon-sparkle', 120_000, 'the server back after the fix');
     await wb.press(`${CTRL}+W`);
   });

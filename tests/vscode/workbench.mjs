@@ -1,5 +1,6 @@
 // Driving the VS Code workbench in a Playwright page: keyboard, editor, ghost text, status bar, output panel.
-import { requireClientDep, waitFor } from './helpers.mjs';
+import * as path from 'node:path';
+import { ARTIFACTS, requireClientDep, waitFor } from './helpers.mjs';
 
 const { chromium } = requireClientDep('playwright-core');
 
@@ -230,19 +231,60 @@ export class Workbench {
    * Set text or number settings through the Settings editor (Ctrl+,), as a user would: for each [id, value],
    * search for the id, then type the value into that setting's input. Leaves the Settings editor open.
    */
-  async setSettings(entries) {
+  /**
+   * Change settings in the Settings editor, as a user would: search for each id, fill its input, leave it.
+   * With `readSettings` (the user settings.json as an object), each value is checked there and filled again if
+   * it did not land.
+   */
+  async setSettings(entries, readSettings) {
     await this.press('Escape', `${CTRL}+Comma`);
     await this.page.waitForSelector('.settings-editor', { timeout: 20_000 });
     for (const [id, value] of entries) {
-      await this.page.locator('.settings-editor .settings-header .suggest-input-container').click();
-      await this.press(`${CTRL}+A`);
-      await this.keyboard.type(id);
-      const input = this.page.locator(`.settings-editor .settings-tree-container [data-key="${id}"] input`).first();
-      await input.click({ timeout: 20_000 });
-      await this.press(`${CTRL}+A`);
-      await this.keyboard.type(String(value));
-      await this.press('Tab');
+      const landed = () => String(readSettings?.()?.[id]) === String(value);
+      for (let attempt = 1; ; attempt++) {
+        await this.searchSettings(id);
+        const input = this.page.locator(`.settings-editor .settings-tree-container [data-key="${id}"] input`).first();
+        await input.fill(String(value), { timeout: 20_000 }).catch(async (err) => {
+          throw new Error(`${err.message}\n${await this.settingsEditorState()}`);
+        }); // fill replaces the whole value, focus or not
+        await this.press('Tab');
+        if (!readSettings || (await waitFor(landed, 5_000, `${id} in settings.json`, 100).catch(() => false))) {
+          break;
+        }
+        if (attempt === 3) {
+          throw new Error(`${id} = ${JSON.stringify(value)} never reached settings.json: ${JSON.stringify(readSettings())}`);
+        }
+      }
     }
+  }
+
+  /** Type `query` into the Settings editor's search box, checking that the box shows it. */
+  async searchSettings(query) {
+    const box = this.page.locator('.settings-editor .settings-header .suggest-input-container');
+    for (let attempt = 1; ; attempt++) {
+      // After a value is left with Tab, focus sits on the setting's gear with its hover up, and a click on the
+      // box can go to closing that hover instead (the next id was then typed into nothing: 2 of 7 runs).
+      await box.click();
+      await this.press(`${CTRL}+A`);
+      await this.keyboard.type(query);
+      const shows = async () => (await box.innerText()).trim() === query;
+      if (await waitFor(shows, 3_000, 'the search box to show the query', 100).catch(() => false)) {
+        return;
+      }
+      if (attempt === 3) {
+        throw new Error(`the Settings search box did not take ${JSON.stringify(query)}\n${await this.settingsEditorState()}`);
+      }
+    }
+  }
+
+  /** For an error message: the search box, the focused element, and a screenshot. */
+  async settingsEditorState() {
+    const shot = path.join(ARTIFACTS, 'settings-failure.png');
+    await this.page.screenshot({ path: shot }).catch(() => undefined);
+    const box = this.page.locator('.settings-editor .settings-header .suggest-input-container');
+    const search = await box.innerText().catch(() => '?');
+    const focused = await this.page.evaluate(() => document.activeElement?.outerHTML.slice(0, 300));
+    return `search box: ${JSON.stringify(search)}\nfocus: ${focused}\nscreenshot: ${shot}`;
   }
 
   notification(text) {

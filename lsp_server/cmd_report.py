@@ -10,7 +10,13 @@ import argparse
 import json
 from pathlib import Path
 
-from decoder.evaluation.reports import ReportMismatch, compare_reports, format_comparison, merge_reports
+from decoder.evaluation.reports import (
+    ReportMismatch,
+    compare_reports,
+    format_comparison,
+    merge_reports,
+    report_json,
+)
 from lsp_server.errors import UserError
 
 
@@ -67,7 +73,7 @@ def _compare(args: argparse.Namespace) -> int:
             }
             for r in rows
         ]
-        Path(args.json).write_text(json.dumps({"old": args.old, "new": args.new, "rows": out}, indent=2))
+        Path(args.json).write_text(report_json({"old": args.old, "new": args.new, "rows": out}) + "\n")
     return 0
 
 
@@ -75,7 +81,7 @@ def _merge(args: argparse.Namespace) -> int:
     from decoder.evaluation.plots import plot_confidence_coverage, plot_quality_vs_parallelism
 
     merged = merge_reports([load_report(p) for p in args.reports], args.model)
-    Path(args.json).write_text(json.dumps(merged, indent=2))
+    Path(args.json).write_text(report_json(merged) + "\n", encoding="utf-8")
     if args.plot:
         plot_quality_vs_parallelism(merged, args.plot)
     if args.coverage_plot:

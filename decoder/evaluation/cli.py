@@ -4,12 +4,13 @@ explain route on their documented functions."""
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import sys
 import time
+from pathlib import Path
 
 from decoder.evaluation.plots import plot_confidence_coverage, plot_quality_vs_parallelism
+from decoder.evaluation.reports import report_json
 from decoder.evaluation.runner import DecodeConfig, bits_per_byte, run_config
 from decoder.evaluation.tasks import build_tasks, explain_tasks, load_tasks, stdlib_heldout_files
 from decoder.families import CAUSAL
@@ -97,8 +98,7 @@ def run_eval(args: argparse.Namespace, engine, model_name: str) -> dict:
             report["task_names"][kind] = [t.name for t in tasks]
     report["seconds"] = round(time.perf_counter() - started, 1)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(report, f, indent=2)
+        Path(args.json).write_text(report_json(report) + "\n", encoding="utf-8")
     if args.plot and report["kinds"]:
         plot_quality_vs_parallelism(report, args.plot)
     if args.coverage_plot and report["kinds"]:

@@ -9,6 +9,7 @@ the unpaired one.
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 from dataclasses import dataclass
@@ -19,6 +20,19 @@ Z_95 = 1.96
 
 class ReportMismatch(ValueError):
     """The reports cannot be paired or merged (different tasks, or a kind in both)."""
+
+
+def report_json(value: object, indent: int = 0) -> str:
+    """JSON with one key per line, like `json.dumps(indent=2)`, but each list of plain values (per-task scores,
+    task names) on one line instead of one line per value."""
+    pad, inner = " " * indent, " " * (indent + 2)
+    if isinstance(value, dict) and value:
+        items = [f"{inner}{json.dumps(str(k))}: {report_json(v, indent + 2)}" for k, v in value.items()]
+        return "{\n" + ",\n".join(items) + f"\n{pad}}}"
+    if isinstance(value, list) and any(isinstance(v, dict | list) for v in value):
+        items = [f"{inner}{report_json(v, indent + 2)}" for v in value]
+        return "[\n" + ",\n".join(items) + f"\n{pad}]"
+    return json.dumps(value)
 
 
 def merge_reports(reports: list[dict], model: str | None = None) -> dict:

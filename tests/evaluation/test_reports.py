@@ -86,6 +86,10 @@ def test_report_command(reports, tmp_path, capsys):
         paths[name].write_text(json.dumps(report))
     merged = tmp_path / "merged.json"
     assert main(["report", "merge", str(paths["line"]), str(paths["block"]), "--json", str(merged)]) == 0
+    text = merged.read_text()
+    assert json.loads(text) == merge_reports([reports["line"], reports["block"]])
+    scores = reports["line"]["kinds"]["line"][0]["task_scores"]["edit_similarity"]
+    assert f'"edit_similarity": {json.dumps(scores)}' in text  # a task list on one line
     assert main(["report", "compare", str(paths["both"]), str(merged), "--json", str(tmp_path / "c.json")]) == 0
     printed = capsys.readouterr().out
     assert "line ar " in printed and "0 up/0 down same" in printed

@@ -229,12 +229,8 @@ export class Workbench {
 
   /**
    * Set text or number settings through the Settings editor (Ctrl+,), as a user would: for each [id, value],
-   * search for the id, then type the value into that setting's input. Leaves the Settings editor open.
-   */
-  /**
-   * Change settings in the Settings editor, as a user would: search for each id, fill its input, leave it.
-   * With `readSettings` (the user settings.json as an object), each value is checked there and filled again if
-   * it did not land.
+   * search for the id, fill that setting's input, leave it with Tab. With `readSettings` (the user settings.json
+   * as an object), each value is checked there and filled again if it did not land. Leaves the editor open.
    */
   async setSettings(entries, readSettings) {
     await this.press('Escape', `${CTRL}+Comma`);

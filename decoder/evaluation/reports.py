@@ -128,6 +128,23 @@ def compare_reports(old: dict, new: dict) -> list[ConfigComparison]:
     return out
 
 
+COMPLETION_KINDS = ("line", "block")
+
+
+def regressions(old: dict, new: dict, served_config: str | None = None) -> list[ConfigComparison]:
+    """Completion rows (AR, and the served block configuration) where the new model is worse, task by task, in
+    edit similarity or exact match. Only these rows are judged: the more rows tested, the more often one looks
+    worse by chance (each test alone: about 1 in 40 for an equal model)."""
+    judged = {"ar", served_config}
+    return [
+        r
+        for r in compare_reports(old, new)
+        if r.kind in COMPLETION_KINDS
+        and r.config in judged
+        and "worse" in (r.edit_similarity.verdict, r.exact_match.verdict)
+    ]
+
+
 def _task_names(report: dict, kind: str) -> list[str]:
     names = report.get("task_names", {}).get(kind)
     if names is None:

@@ -13,10 +13,12 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import sys
 from pathlib import Path
 
 from decoder.config import ModelConfig
 from decoder.evaluation.card import eval_section
+from decoder.evaluation.reports import ReportMismatch, format_comparison, regressions
 from decoder.evaluation.threshold_choice import ThresholdChoice, choose_threshold
 from decoder.families import THRESHOLD_FIELD, family_of
 from decoder.training.corpus import heldout_entries
@@ -73,6 +75,24 @@ def served_threshold(export_dir: str | Path, report: dict) -> ThresholdChoice | 
     return choose_threshold(report, family.block_size_for(config.extra))
 
 
+def refuse_regressions(previous: dict, report: dict, choice: ThresholdChoice | None) -> None:
+    """Exit (status 1) when the new model is worse than the shipped one on the rows users get: AR and the
+    served block threshold, on completion tasks. Reports without per-task scores cannot be judged: a warning."""
+    served = None
+    if choice is not None:  # the plain block row at the chosen threshold (lookup agreement rows carry lookup_tokens)
+        rows = [r for rows in report["kinds"].values() for r in rows if r["mode"] == "block"]
+        plain = [r for r in rows if r["threshold"] == choice.threshold and not r.get("lookup_tokens")]
+        served = plain[0]["config"] if plain else None
+    try:
+        worse = regressions(previous, report, served)
+    except ReportMismatch as exc:
+        print(f"ship: cannot compare with the previous report task by task ({exc})", file=sys.stderr)
+        return
+    if worse:
+        print(format_comparison(worse), file=sys.stderr)
+        raise SystemExit("ship: the new model is worse than the one it replaces on the rows above (--allow-worse)")
+
+
 if __name__ == "__main__":
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("export_dir")
@@ -82,12 +102,19 @@ if __name__ == "__main__":
     p.add_argument("--previous-eval", help="the same for the model it replaces (shown in brackets)")
     p.add_argument("--eval-command", default="parafill eval", help="the command that made the reports")
     p.add_argument("--eval-note", default="", help="a sentence on how it was measured (machine, load)")
+    p.add_argument(
+        "--allow-worse",
+        action="store_true",
+        help="ship even when the reports show the new model worse, task by task, than the one it replaces",
+    )
     a = p.parse_args()
     section, choice = None, None
     if a.eval:
         report = json.loads(Path(a.eval).read_text())
         previous = json.loads(Path(a.previous_eval).read_text()) if a.previous_eval else None
         choice = served_threshold(a.export_dir, report)
+        if previous is not None and not a.allow_worse:
+            refuse_regressions(previous, report, choice)
         section = eval_section(report, previous, a.eval_command, a.eval_note, choice)
     threshold = None if choice is None else choice.threshold
     print(ship(a.export_dir, a.dest, a.corpus, evaluation=section, threshold=threshold))

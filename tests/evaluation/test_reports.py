@@ -10,7 +10,13 @@ import pytest
 
 from decoder.engine import Engine
 from decoder.evaluation.cli import add_eval_arguments, run_eval
-from decoder.evaluation.reports import ReportMismatch, compare_reports, merge_reports, paired_difference
+from decoder.evaluation.reports import (
+    ReportMismatch,
+    compare_reports,
+    merge_reports,
+    paired_difference,
+    regressions,
+)
 from lsp_server.cli import main
 
 
@@ -77,6 +83,21 @@ def test_compare_sees_a_better_model_and_refuses_other_tasks(reports):
     del stale["task_names"]
     with pytest.raises(ReportMismatch, match="rerun eval"):
         compare_reports(stale, new)
+
+
+def test_regressions_judge_ar_and_the_served_threshold_only(reports):
+    old = reports["both"]
+    new = copy.deepcopy(old)
+    for kind in ("line", "block"):
+        ar, block = new["kinds"][kind]
+        assert (ar["config"], block["config"]) == ("ar", "block B=8 t=0.5")
+        block["task_scores"]["edit_similarity"] = [s - 0.2 for s in block["task_scores"]["edit_similarity"]]
+    assert regressions(old, new, served_config=None) == []  # t=0.5 is not served: not judged
+    worse = regressions(old, new, served_config="block B=8 t=0.5")
+    assert [(r.kind, r.config, r.edit_similarity.verdict) for r in worse] == [
+        ("line", "block B=8 t=0.5", "worse"),
+        ("block", "block B=8 t=0.5", "worse"),
+    ]
 
 
 def test_report_command(reports, tmp_path, capsys):

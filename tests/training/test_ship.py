@@ -36,6 +36,14 @@ def test_ship_copies_inference_files_and_writes_the_eval_table(tiny_corpus: Path
 
     dest = tmp_path / "models" / "default"
     cmd = [sys.executable, "-m", "decoder.training.ship", str(export), "--dest", str(dest), "--eval", str(report_path)]
+    # A previous model that scored higher on every rest-of-line task with AR: shipping would be a regression.
+    better = json.loads(report_path.read_text())
+    ar_scores = better["kinds"]["line"][0]["task_scores"]
+    ar_scores["edit_similarity"] = [min(1.0, x + 0.3) for x in ar_scores["edit_similarity"]]
+    (tmp_path / "better.json").write_text(json.dumps(better))
+    refused = subprocess.run([*cmd, "--previous-eval", str(tmp_path / "better.json")], cwd=REPO, capture_output=True)
+    assert refused.returncode == 1 and not dest.exists()
+    assert "worse than the one it replaces" in refused.stderr.decode() and " line ar " in refused.stderr.decode()
     cmd += ["--previous-eval", str(tmp_path / "previous.json"), "--eval-command", "parafill eval --limit 2"]
     subprocess.run(cmd, cwd=REPO, check=True, capture_output=True)
 

@@ -260,7 +260,7 @@ export class Workbench {
     for (let attempt = 1; ; attempt++) {
       // After a value is left with Tab, focus sits on the setting's gear with its hover up, and a click on the
       // box can go to closing that hover instead: the next id is then typed into nothing. Measured locally: the
-      // second setting of one call needed a second try in 7 of 7 runs (all passed); before this check, 2 of 7 failed.
+      // second setting of one call needed a second try in 7 of 7 runs (all passed); before this check, 2 of 6 failed.
       await box.click();
       await this.press(`${CTRL}+A`);
       await this.keyboard.type(query);

@@ -58,7 +58,7 @@ def eval_section(
             )
     lines += _paired_lines(previous, report)
     lines += _served_lines(served)
-    lines += _gate_lines(report, None if served is None else served.threshold)
+    lines += _gate_lines(report, None if served is None else served.config)
     if "bits_per_byte" in report:
         bpb = f"Held-out bits per byte {report['bits_per_byte']:.4f}"
         if previous and "bits_per_byte" in previous:
@@ -75,11 +75,7 @@ def _paired_lines(previous: dict | None, report: dict) -> list[str]:
         return []
     if not rows:
         return []
-    parts = []
-    for r in rows:
-        d = r.edit_similarity
-        low, high = d.interval
-        parts.append(f"{r.kind} {r.config} {d.mean:+.3f} [{low:+.3f}, {high:+.3f}] {d.verdict}")
+    parts = [f"{r.kind} {r.config} {r.edit_similarity.span()} {r.edit_similarity.verdict}" for r in rows]
     intro = "ES against the previous model, task by task (`parafill report compare`, 95% interval): "
     return ["", intro + "; ".join(parts) + "."]
 
@@ -95,11 +91,11 @@ def _served_lines(choice: ThresholdChoice | None) -> list[str]:
     ]
 
 
-def _gate_lines(report: dict, threshold: float | None = None) -> list[str]:
-    """What the minConfidence gate keeps on rest-of-line tasks with the block decoder at `threshold` (default:
-    the first block-decoder configuration)."""
+def _gate_lines(report: dict, config: str | None = None) -> list[str]:
+    """What the minConfidence gate keeps on rest-of-line tasks with the block decoder configuration `config`
+    (default: the first block-decoder configuration)."""
     blocks = [r for r in report["kinds"].get("line", []) if r["mode"] == "block"]
-    row = next((r for r in blocks if threshold is None or r["threshold"] == threshold), None)
+    row = next((r for r in blocks if config is None or r["config"] == config), None)
     if row is None:
         return []
     coverage = [c for c in row.get("confidence_coverage", []) if c["keep"] < 1.0]

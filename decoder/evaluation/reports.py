@@ -72,6 +72,11 @@ class PairedDifference:
     def interval(self) -> tuple[float, float]:
         return self.mean - Z_95 * self.se, self.mean + Z_95 * self.se
 
+    def span(self, scale: float = 1.0, digits: int = 3, unit: str = "") -> str:
+        """`+0.004 [-0.002, +0.010]`: the mean and its 95% interval, times `scale`."""
+        low, high = self.interval
+        return f"{self.mean * scale:+.{digits}f}{unit} [{low * scale:+.{digits}f}, {high * scale:+.{digits}f}]"
+
     @property
     def verdict(self) -> str:
         low, high = self.interval
@@ -164,9 +169,7 @@ def format_comparison(rows: list[ConfigComparison]) -> str:
     """One line per configuration, e.g. `line ar  ES +0.004 [-0.002, +0.010] 61 up/48 down same  EM ...`."""
 
     def diff(d: PairedDifference, scale: float, digits: int, unit: str) -> str:
-        low, high = d.interval
-        span = f"{d.mean * scale:+.{digits}f}{unit} [{low * scale:+.{digits}f}, {high * scale:+.{digits}f}]"
-        return f"{span} {d.wins} up/{d.losses} down {d.verdict:<6}"
+        return f"{d.span(scale, digits, unit)} {d.wins} up/{d.losses} down {d.verdict:<6}"
 
     lines = ["new - old, task by task (95% interval from the paired standard error)"]
     for r in rows:

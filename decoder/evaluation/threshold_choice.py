@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from decoder.generation import decoder_label
+
 
 @dataclass(frozen=True)
 class ThresholdChoice:
@@ -18,6 +20,12 @@ class ThresholdChoice:
     reference: float  # the strictest measured threshold, the quality it is held to
     tokens_per_forward: dict[str, float]  # per task kind, at the chosen threshold
     reason: str
+    block_size: int
+
+    @property
+    def config(self) -> str:
+        """The report's label of the served configuration (the plain block decoder at the chosen threshold)."""
+        return decoder_label("block", self.block_size, self.threshold)
 
 
 def _block_rows(report: dict, block_size: int) -> dict[str, dict[float, dict]]:
@@ -62,4 +70,4 @@ def choose_threshold(report: dict, block_size: int) -> ThresholdChoice | None:
         f"tasks stay within one standard error of t={reference:g}'s (measured: {', '.join(f'{t:g}' for t in common)})"
     )
     speeds = {kind: rows[best]["tokens_per_forward"] for kind, rows in by_kind.items()}
-    return ThresholdChoice(best, reference, speeds, reason)
+    return ThresholdChoice(best, reference, speeds, reason, block_size)

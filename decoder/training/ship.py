@@ -78,13 +78,8 @@ def served_threshold(export_dir: str | Path, report: dict) -> ThresholdChoice | 
 def refuse_regressions(previous: dict, report: dict, choice: ThresholdChoice | None) -> None:
     """Exit (status 1) when the new model is worse than the shipped one on the rows users get: AR and the
     served block threshold, on completion tasks. Reports without per-task scores cannot be judged: a warning."""
-    served = None
-    if choice is not None:  # the plain block row at the chosen threshold (lookup agreement rows carry lookup_tokens)
-        rows = [r for rows in report["kinds"].values() for r in rows if r["mode"] == "block"]
-        plain = [r for r in rows if r["threshold"] == choice.threshold and not r.get("lookup_tokens")]
-        served = plain[0]["config"] if plain else None
     try:
-        worse = regressions(previous, report, served)
+        worse = regressions(previous, report, None if choice is None else choice.config)
     except ReportMismatch as exc:
         print(f"ship: cannot compare with the previous report task by task ({exc})", file=sys.stderr)
         return

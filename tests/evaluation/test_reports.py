@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import math
+import statistics
 
 import pytest
 
@@ -44,6 +46,9 @@ def test_paired_difference_counts_and_interval():
     d = paired_difference([0.0, 0.5, 1.0, 0.2], [0.1, 0.6, 1.0, 0.3])
     assert d.mean == pytest.approx(0.075) and (d.wins, d.losses, d.tasks) == (3, 0, 4)
     assert d.se == pytest.approx(0.025)  # stdev of (0.1, 0.1, 0, 0.1) / sqrt(4)
+    # Unpaired: both runs' spreads add up, though every task moved by 0.1 or 0.
+    old_sd, new_sd = statistics.stdev([0.0, 0.5, 1.0, 0.2]), statistics.stdev([0.1, 0.6, 1.0, 0.3])
+    assert d.unpaired_se == pytest.approx(math.hypot(old_sd, new_sd) / 2) and d.unpaired_se > 10 * d.se
     low, high = d.interval
     assert low == pytest.approx(0.075 - 1.96 * 0.025) and high == pytest.approx(0.075 + 1.96 * 0.025)
     assert d.verdict == "better"

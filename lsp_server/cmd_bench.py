@@ -54,7 +54,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--repeats", type=int, default=1, help="passes over prompts x spans")
     g.add_argument("--threads", default="1,2", help="CPU thread counts (the first is used by the other sections)")
     g.add_argument("--block-size", type=int, default=None, help="default: the model family's")
-    g.add_argument("--threshold", type=float, default=None, help="block runner's threshold (default: family's)")
+    g.add_argument(
+        "--threshold",
+        type=float,
+        default=None,
+        help="block runner's threshold (default: the model's measured one, else its family's)",
+    )
     g.add_argument("--span-thresholds", default="", help="more block runners at these thresholds")
     g.add_argument(
         "--llamacpp",

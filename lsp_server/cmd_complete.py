@@ -27,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def add_setting_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-tokens", type=int, help="span limit (single-line and multi-line)")
     parser.add_argument("--block-size", type=int)
-    parser.add_argument("--threshold", type=float)
+    parser.add_argument("--threshold", type=float, help="default: the model's measured one, else its family's")
     parser.add_argument("--time-budget-ms", type=int)
     parser.add_argument(
         "--min-confidence", type=float, help="hold back a suggestion less sure than this (0-1; default 0: never)"

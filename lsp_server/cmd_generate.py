@@ -53,7 +53,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-new-tokens", type=int, default=32)
     parser.add_argument("--block-size", type=int, default=None, help="default: the model family's (8 for ours)")
     parser.add_argument("--sub-block-size", type=int, default=None, help="commit sub-blocks left to right")
-    parser.add_argument("--threshold", type=float, default=None, help="default: the model family's (0.9)")
+    parser.add_argument(
+        "--threshold",
+        type=float,
+        default=None,
+        help="default: the model's measured one (config.json block_threshold), else its family's",
+    )
     parser.add_argument("--fallback-window", type=int, default=None)
     parser.add_argument(
         "--lookup", type=int, default=0, help="AR: draft up to this many tokens by prompt lookup per pass (greedy)"

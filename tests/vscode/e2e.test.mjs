@@ -339,7 +339,7 @@ describe('parafill in VS Code (code-server + headless Chromium)', () => {
     const toast = wb.notification('was not found').first();
     await toast.waitFor({ timeout: 30_000 });
     const message = (await toast.textContent()) ?? '';
-    assert.match(message, /pip install parafill/);
+    assert.match(message, /scripts\/setup\.sh/);
     assert.match(message, /parafill\.server\.path/);
     assert.equal(await wb.statusIcon(), 'codicon-error');
     assert.equal(server.readSettings()?.['parafill.server.path'], '/nonexistent/bin/parafill');

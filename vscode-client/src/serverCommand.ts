@@ -52,7 +52,7 @@ function venvExecutable(folder: string, name: string): string {
 }
 
 const INSTALL_HINT =
-  'Install it with `pip install parafill` (from a clone: `bash scripts/setup.sh`), ' +
+  'Install it from a clone of the parafill repository with `bash scripts/setup.sh` (or `pip install -e <clone>`), ' +
   'or set "parafill.server.path" to the `parafill` executable, ' +
   'or "parafill.server.pythonPath" to a Python interpreter that has parafill installed.';
 
@@ -106,13 +106,13 @@ export function explainStartFailure(command: ServerCommand, stderrTail: string[]
   const cmdline = [command.command, ...command.args].join(' ');
   let fix = 'Open "parafill: Show Server Log" for the full output.';
   if (/No module named '?(lsp_server|parafill)/.test(stderr)) {
-    fix = `parafill is not installed in ${command.command}. Install it there (\`${command.command} -m pip install parafill\`) or change "parafill.server.pythonPath".`;
+    fix = `parafill is not installed in ${command.command}. Install it there (\`${command.command} -m pip install -e <parafill clone>\`) or change "parafill.server.pythonPath".`;
   } else if (/invalid choice: 'serve'|unrecognized arguments/.test(stderr)) {
-    fix = 'This parafill is too old or the extra arguments are wrong: upgrade parafill (`pip install -U parafill`) or check "parafill.server.args".';
+    fix = 'This parafill is too old or the extra arguments are wrong: update its clone (`git pull`, then `bash scripts/setup.sh`) or check "parafill.server.args".';
   } else if (/model|safetensors|config\.json|tokenizer/i.test(last)) {
     fix = 'Check "parafill.model": it must be a folder with config.json, *.safetensors and tokenizer.json (empty uses the shipped default).';
   } else if (/CUDA|cuda/.test(last)) {
-    fix = 'Set "parafill.device" to "cpu" or "auto".';
+    fix = 'Set "parafill.device" to "cpu", or install a CUDA build of PyTorch.';
   }
   const reason = last || (error instanceof Error ? error.message : error ? String(error) : 'it exited');
   return `parafill: the language server failed to start (${cmdline}): ${reason}. ${fix}`;

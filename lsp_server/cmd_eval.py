@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from functools import partial
 
 from decoder.defaults import default_model_dir
 from decoder.evaluation.cli import add_eval_arguments, run_eval
@@ -35,10 +36,12 @@ def check_arguments(args: argparse.Namespace) -> None:
             raise UserError(f"--{name.replace('_', '-')} must be >= 1")
     if args.lookup < 0 or args.bpb_tokens < 0:
         raise UserError("--lookup and --bpb-tokens must be >= 0")
+    if args.jobs < 1:
+        raise UserError("--jobs must be >= 1")
 
 
 def run(args: argparse.Namespace) -> int:
     check_arguments(args)
-    engine = open_engine(args.model, args.device, args.dtype, backend=args.backend)
-    run_eval(args, engine, str(args.model or default_model_dir()))
+    opener = partial(open_engine, args.model, args.device, args.dtype, backend=args.backend)
+    run_eval(args, opener(), str(args.model or default_model_dir()), opener)
     return 0

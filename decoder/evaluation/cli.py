@@ -7,11 +7,14 @@ import argparse
 import platform
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
+from decoder.engine import Engine
+from decoder.evaluation.parallel import RowJob, run_rows
 from decoder.evaluation.plots import plot_confidence_coverage, plot_quality_vs_parallelism
 from decoder.evaluation.reports import report_json
-from decoder.evaluation.runner import DecodeConfig, bits_per_byte, run_config
+from decoder.evaluation.runner import DecodeConfig, bits_per_byte
 from decoder.evaluation.tasks import build_tasks, explain_tasks, load_tasks, stdlib_heldout_files
 from decoder.families import CAUSAL
 
@@ -46,6 +49,13 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tasks", help="JSONL task file instead of the standard-library held-out set")
     parser.add_argument("--bpb-tokens", type=int, default=40_000, help="tokens for bits per byte (0: skip)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="worker processes, each with its own model, that share the rows (kind x configuration) and the "
+        "cores; rows are the same as with 1 (fp32), latencies are measured while the others run",
+    )
     parser.add_argument("--json", help="write the report here")
     parser.add_argument("--plot", help="write a PNG of quality vs tokens per forward here")
     parser.add_argument(
@@ -53,7 +63,10 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def run_eval(args: argparse.Namespace, engine, model_name: str) -> dict:
+def run_eval(
+    args: argparse.Namespace, engine: Engine, model_name: str, open_engine: Callable[[], Engine] | None = None
+) -> dict:
+    """`open_engine` (picklable; opens the same model as `engine`) is needed for `--jobs` > 1."""
     files = stdlib_heldout_files()
     kinds = [k for k in args.kinds.split(",") if k]
     configs = [] if args.no_ar else [DecodeConfig("ar", block_size=args.block_size)]
@@ -73,6 +86,7 @@ def run_eval(args: argparse.Namespace, engine, model_name: str) -> dict:
         "latency": "one cold request per task (prefix cache cleared): prefill and decoding",
         "token_healing": not args.no_healing,
         "fallback_window": fallback_window,
+        "jobs": args.jobs,
         "kinds": {},
         "task_names": {},
     }
@@ -81,21 +95,32 @@ def run_eval(args: argparse.Namespace, engine, model_name: str) -> dict:
         report["bits_per_byte"] = round(bits_per_byte(engine, [f.text for f in files], args.bpb_tokens), 4)
         print(f"bits per byte on held-out files: {report['bits_per_byte']}", file=sys.stderr)
     max_new = {"line": 48, "block": 128, "explain": 128}
+    jobs: list[RowJob] = []
     for kind in kinds:
         if kind == "explain":  # the explain route decodes AR; block rows would measure no product path
             tasks, kind_configs = explain_tasks(files, args.limit, args.seed), [c for c in configs if c.mode == "ar"]
         else:
             tasks = load_tasks(args.tasks) if args.tasks else build_tasks(files, kind, args.limit, args.seed)
             tasks, kind_configs = [t for t in tasks if t.kind == kind][: args.limit], configs
-        rows = []
-        for config in kind_configs:
-            row = run_config(engine, tasks, config, max_new, not args.no_healing, fallback_window)
-            rows.append(row)
-            print(_format_row(kind, row), file=sys.stderr)
-            print(_format_coverage(row), file=sys.stderr)
-        if rows:
-            report["kinds"][kind] = rows
+        if kind_configs:
             report["task_names"][kind] = [t.name for t in tasks]
+        jobs += [RowJob(kind, tasks, c, max_new, not args.no_healing, fallback_window) for c in kind_configs]
+
+    def show(job: RowJob, row: dict) -> None:
+        print(_format_row(job.kind, row), file=sys.stderr)
+        print(_format_coverage(row), file=sys.stderr)
+
+    if args.jobs > 1 and len(jobs) > 1:
+        if open_engine is None:
+            raise ValueError("--jobs > 1 needs a way to open the model in each worker")
+        rows = run_rows(jobs, min(args.jobs, len(jobs)), open_engine, show)
+    else:
+        rows = []
+        for job in jobs:
+            rows.append(job.run(engine))
+            show(job, rows[-1])
+    for job, row in zip(jobs, rows, strict=True):
+        report["kinds"].setdefault(job.kind, []).append(row)
     report["seconds"] = round(time.perf_counter() - started, 1)
     if args.json:
         Path(args.json).write_text(report_json(report) + "\n", encoding="utf-8")

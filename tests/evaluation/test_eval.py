@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 import math
+from functools import partial
 
 import pytest
+import torch
 
 from decoder.engine import Engine
 from decoder.evaluation.cli import add_eval_arguments, run_eval
@@ -18,6 +20,7 @@ from decoder.evaluation.metrics import (
     leftmost_commit_fraction,
     position_order_tau,
 )
+from decoder.evaluation.parallel import available_cores
 from decoder.evaluation.tasks import HeldoutFile, block_tasks, explain_tasks, line_tasks, stdlib_heldout_files
 from decoder.families import CAUSAL
 
@@ -148,3 +151,42 @@ def test_eval_lookup_row_scores_as_ar_in_fewer_passes(tiny_model_dir):
     assert [s["prediction"] for s in lookup["samples"]] == [s["prediction"] for s in ar["samples"]]
     assert lookup["exact_match"] == ar["exact_match"] and lookup["edit_similarity"] == ar["edit_similarity"]
     assert lookup["tokens_per_forward"] > ar["tokens_per_forward"]
+
+
+def test_eval_rows_from_several_processes_are_those_of_one(tiny_model_dir):
+    """`--jobs 2`: rows computed by two worker processes, each with its own engine, in a one-process run's order
+    and with its scores (fp32 at the workers' thread count; only the latencies may differ)."""
+    parser = argparse.ArgumentParser()
+    add_eval_arguments(parser)
+    argv = ["--kinds", "line,block", "--limit", "3", "--thresholds", "0.9,0.3", "--bpb-tokens", "0", "--lookup", "4"]
+    open_engine = partial(Engine.from_folder, tiny_model_dir)
+    parallel = run_eval(parser.parse_args([*argv, "--jobs", "2"]), open_engine(), "tiny", open_engine)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(max(1, available_cores() // 2))  # as each worker ran
+    try:
+        single = run_eval(parser.parse_args(argv), open_engine(), "tiny")
+    finally:
+        torch.set_num_threads(threads)
+
+    def scores(report: dict) -> dict:
+        timing = ("latency_ms_p50", "latency_ms_p90")
+        return {
+            k: [{f: v for f, v in r.items() if f not in timing} for r in rows] for k, rows in report["kinds"].items()
+        }
+
+    assert (parallel["jobs"], single["jobs"]) == (2, 1)
+    assert [r["config"] for r in parallel["kinds"]["line"]] == [
+        "ar",
+        "ar lookup 4",
+        "block B=8 t=0.9",
+        "block B=8 t=0.3",
+    ]
+    assert scores(parallel) == scores(single) and parallel["task_names"] == single["task_names"]
+
+
+def test_eval_with_jobs_needs_a_way_to_open_the_model(tiny_model_dir):
+    parser = argparse.ArgumentParser()
+    add_eval_arguments(parser)
+    args = parser.parse_args(["--kinds", "line", "--limit", "1", "--thresholds", "0.9", "--jobs", "2"])
+    with pytest.raises(ValueError, match="--jobs"):
+        run_eval(args, Engine.from_folder(tiny_model_dir), "tiny")

@@ -74,6 +74,7 @@ def test_explain_json_and_a_missing_model(tiny_model_dir, tmp_path):
         ["eval", "--thresholds", "high"],
         ["eval", "--lookup", "-1"],
         ["eval", "--limit", "0"],
+        ["eval", "--jobs", "0"],
     ],
 )
 def test_bad_file_position_or_argument_is_one_line_and_exit_2(args, capsys):

@@ -1,0 +1,77 @@
+"""Run `parafill eval`'s rows in several processes.
+
+A row is one task kind under one decoder configuration, over all its tasks, and rows do not depend on each
+other (every task is a cold request). So N worker processes, each with its own engine, take rows from a
+queue, and the report is assembled in the order a one-process run would write it. With fp32 and the same
+thread count per process, a row comes out the same either way; its latencies do not, since the processes
+share the machine.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+
+import torch
+from tqdm import tqdm
+
+from decoder.engine import Engine
+from decoder.evaluation.runner import DecodeConfig, run_config
+from decoder.evaluation.tasks import ExplainTask, InfillTask
+
+
+@dataclass(frozen=True)
+class RowJob:
+    kind: str
+    tasks: list[InfillTask] | list[ExplainTask]
+    config: DecodeConfig
+    max_new_tokens: dict[str, int]
+    token_healing: bool
+    fallback_window: int
+
+    def run(self, engine: Engine, progress: bool = True) -> dict:
+        return run_config(
+            engine, self.tasks, self.config, self.max_new_tokens, self.token_healing, self.fallback_window, progress
+        )
+
+
+_worker_engine: Engine | None = None  # one per worker process, opened by _start_worker
+
+
+def _start_worker(open_engine: Callable[[], Engine], threads: int) -> None:
+    global _worker_engine
+    torch.set_num_threads(threads)
+    _worker_engine = open_engine()
+
+
+def _run_in_worker(job: RowJob) -> dict:
+    assert _worker_engine is not None, "worker started without an engine"
+    return job.run(_worker_engine, progress=False)
+
+
+def available_cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def run_rows(
+    jobs: list[RowJob],
+    processes: int,
+    open_engine: Callable[[], Engine],
+    on_row: Callable[[RowJob, dict], None] = lambda job, row: None,
+) -> list[dict]:
+    """The rows of `jobs`, in their order, computed by `processes` workers (each opening its engine with the
+    picklable `open_engine`; the cores are split between them). `on_row` sees each row as it finishes."""
+    threads = max(1, available_cores() // processes)
+    # spawn, not fork: a forked child of a process whose OpenMP threads have run can hang in its first matmul.
+    context = multiprocessing.get_context("spawn")
+    rows: list[dict | None] = [None] * len(jobs)
+    with ProcessPoolExecutor(processes, context, initializer=_start_worker, initargs=(open_engine, threads)) as pool:
+        pending = {pool.submit(_run_in_worker, job): i for i, job in enumerate(jobs)}
+        for done in tqdm(as_completed(pending), total=len(jobs), desc=f"rows, {processes} processes", leave=False):
+            i = pending[done]
+            rows[i] = done.result()
+            on_row(jobs[i], rows[i])
+    return [row for row in rows if row is not None]

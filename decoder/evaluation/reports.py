@@ -119,42 +119,60 @@ def compare_reports(old: dict, new: dict) -> list[ConfigComparison]:
     for kind, new_rows in new["kinds"].items():
         if kind not in old["kinds"]:
             continue
-        names_old, names_new = _task_names(old, kind), _task_names(new, kind)
-        if names_old != names_new:
-            raise ReportMismatch(f"{kind}: the reports ran different tasks (another --limit, --seed or --tasks?)")
+        _check_same_tasks(old, new, kind)
         old_rows = {row["config"]: row for row in old["kinds"][kind]}
-        for row in new_rows:
-            before = old_rows.get(row["config"])
-            if before is None:
-                continue
-            a, b = _task_scores(before, kind), _task_scores(row, kind)
-            out.append(
-                ConfigComparison(
-                    kind=kind,
-                    config=row["config"],
-                    exact_match=paired_difference(a["exact_match"], b["exact_match"]),
-                    edit_similarity=paired_difference(a["edit_similarity"], b["edit_similarity"]),
-                    tokens_per_forward=(before["tokens_per_forward"], row["tokens_per_forward"]),
-                )
-            )
+        out += [_compare_rows(kind, old_rows[row["config"]], row) for row in new_rows if row["config"] in old_rows]
     return out
 
 
 COMPLETION_KINDS = ("line", "block")
 
 
-def regressions(old: dict, new: dict, served_config: str | None = None) -> list[ConfigComparison]:
-    """Completion rows (AR, and the served block configuration) where the new model is worse, task by task, in
-    edit similarity or exact match. Only these rows are judged: the more rows tested, the more often one looks
-    worse by chance (each test alone: about 1 in 40 for an equal model)."""
-    judged = {"ar", served_config}
-    return [
-        r
-        for r in compare_reports(old, new)
-        if r.kind in COMPLETION_KINDS
-        and r.config in judged
-        and "worse" in (r.edit_similarity.verdict, r.exact_match.verdict)
-    ]
+def regressions(
+    old: dict, new: dict, served_config: str | None = None, previous_served_config: str | None = None
+) -> list[ConfigComparison]:
+    """Completion rows where the new model is worse, task by task, in edit similarity or exact match: AR against
+    AR, and the served block configuration against the one served before (`previous_served_config`; the same
+    configuration when None), which is what users notice. Only these rows are judged: the more rows tested, the
+    more often one looks worse by chance (each test alone: about 1 in 40 for an equal model). Raises
+    ReportMismatch when a judged row is missing from either report."""
+    pairs = [("ar", "ar")]
+    if served_config is not None:
+        pairs.append((previous_served_config or served_config, served_config))
+    worse: list[ConfigComparison] = []
+    for kind in COMPLETION_KINDS:
+        if kind not in old["kinds"] or kind not in new["kinds"]:
+            continue
+        _check_same_tasks(old, new, kind)
+        for before, after in pairs:
+            r = _compare_rows(kind, _row(old, kind, before), _row(new, kind, after))
+            if "worse" in (r.edit_similarity.verdict, r.exact_match.verdict):
+                worse.append(r)
+    return worse
+
+
+def _compare_rows(kind: str, before: dict, after: dict) -> ConfigComparison:
+    a, b = _task_scores(before, kind), _task_scores(after, kind)
+    same = before["config"] == after["config"]
+    return ConfigComparison(
+        kind=kind,
+        config=after["config"] if same else f"{after['config']} (was {before['config']})",
+        exact_match=paired_difference(a["exact_match"], b["exact_match"]),
+        edit_similarity=paired_difference(a["edit_similarity"], b["edit_similarity"]),
+        tokens_per_forward=(before["tokens_per_forward"], after["tokens_per_forward"]),
+    )
+
+
+def _row(report: dict, kind: str, config: str) -> dict:
+    row = next((r for r in report["kinds"][kind] if r["config"] == config), None)
+    if row is None:
+        raise ReportMismatch(f"{kind}: a report has no {config!r} row: evaluate that configuration there too")
+    return row
+
+
+def _check_same_tasks(old: dict, new: dict, kind: str) -> None:
+    if _task_names(old, kind) != _task_names(new, kind):
+        raise ReportMismatch(f"{kind}: the reports ran different tasks (another --limit, --seed or --tasks?)")
 
 
 def _task_names(report: dict, kind: str) -> list[str]:

@@ -21,6 +21,7 @@ from decoder.evaluation.card import eval_section
 from decoder.evaluation.reports import ReportMismatch, format_comparison, regressions
 from decoder.evaluation.threshold_choice import ThresholdChoice, choose_threshold
 from decoder.families import THRESHOLD_FIELD, family_of
+from decoder.generation import decoder_label
 from decoder.training.corpus import heldout_entries
 
 SHIPPED = (
@@ -75,11 +76,23 @@ def served_threshold(export_dir: str | Path, report: dict) -> ThresholdChoice | 
     return choose_threshold(report, family.block_size_for(config.extra))
 
 
-def refuse_regressions(previous: dict, report: dict, choice: ThresholdChoice | None) -> None:
-    """Exit (status 1) when the new model is worse than the shipped one on the rows users get: AR and the
-    served block threshold, on completion tasks. Reports without per-task scores cannot be judged: a warning."""
+def served_config(model_dir: str | Path) -> str | None:
+    """The block configuration a model folder is served with (its eval report's row label); None: no model."""
+    if not (Path(model_dir) / "config.json").is_file():
+        return None
+    config = ModelConfig.from_folder(model_dir)
+    family = family_of(config)
+    return decoder_label("block", family.block_size_for(config.extra), family.threshold_for(config.extra))
+
+
+def refuse_regressions(
+    previous: dict, report: dict, choice: ThresholdChoice | None, previous_config: str | None = None
+) -> None:
+    """Exit (status 1) when the new model is worse than the shipped one on the rows users get: AR, and the
+    new served block configuration against `previous_config` (the one served so far), on completion tasks.
+    Reports that cannot be paired (no per-task scores, a judged row missing) give a warning."""
     try:
-        worse = regressions(previous, report, None if choice is None else choice.config)
+        worse = regressions(previous, report, None if choice is None else choice.config, previous_config)
     except ReportMismatch as exc:
         print(f"ship: cannot compare with the previous report task by task ({exc})", file=sys.stderr)
         return
@@ -109,7 +122,7 @@ if __name__ == "__main__":
         previous = json.loads(Path(a.previous_eval).read_text()) if a.previous_eval else None
         choice = served_threshold(a.export_dir, report)
         if previous is not None and not a.allow_worse:
-            refuse_regressions(previous, report, choice)
+            refuse_regressions(previous, report, choice, served_config(a.dest))
         section = eval_section(report, previous, a.eval_command, a.eval_note, choice)
     threshold = None if choice is None else choice.threshold
     print(ship(a.export_dir, a.dest, a.corpus, evaluation=section, threshold=threshold))

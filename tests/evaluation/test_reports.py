@@ -105,6 +105,27 @@ def test_regressions_judge_ar_and_the_served_threshold_only(reports):
     ]
 
 
+def test_regressions_hold_the_served_configuration_to_the_one_served_before(reports):
+    old = reports["both"]
+    new = copy.deepcopy(old)
+    for kind in ("line", "block"):
+        ar, block = new["kinds"][kind]
+        block["task_scores"] = copy.deepcopy(ar["task_scores"])  # t=0.5 scores as AR did, task by task
+    # The old report's AR row stands in for "the configuration served before".
+    assert regressions(old, new, "block B=8 t=0.5", previous_served_config="ar") == []
+    for kind in ("line", "block"):
+        block = new["kinds"][kind][1]
+        block["task_scores"]["edit_similarity"] = [s - 0.2 for s in block["task_scores"]["edit_similarity"]]
+    worse = regressions(old, new, "block B=8 t=0.5", previous_served_config="ar")
+    assert [(r.kind, r.config) for r in worse] == [
+        ("line", "block B=8 t=0.5 (was ar)"),
+        ("block", "block B=8 t=0.5 (was ar)"),
+    ]
+    assert all(r.edit_similarity.mean == pytest.approx(-0.2) for r in worse)
+    with pytest.raises(ReportMismatch, match=r"no 'block B=8 t=0\.3' row"):
+        regressions(old, new, "block B=8 t=0.5", previous_served_config="block B=8 t=0.3")
+
+
 def test_report_command(reports, tmp_path, capsys):
     paths = {}
     for name, report in reports.items():

@@ -15,6 +15,7 @@ from decoder.engine import Engine
 from decoder.engines import family_params
 from decoder.evaluation.cli import add_eval_arguments, run_eval
 from decoder.evaluation.threshold_choice import choose_threshold
+from decoder.training.ship import served_config
 from decoder.training.trainer import Trainer
 from tests.training.test_train import tiny_cfg
 
@@ -71,4 +72,6 @@ def test_ship_copies_inference_files_and_writes_the_eval_table(tiny_corpus: Path
     assert json.loads((dest / "config.json").read_text())["block_threshold"] == choice.threshold
     assert f"Served threshold: **{choice.threshold:g}** (config.json `block_threshold`" in card
     assert family_params(Engine.from_folder(dest)).threshold == choice.threshold
+    # The next ship holds its served configuration to this one (what users got so far).
+    assert served_config(dest) == choice.config and served_config(tmp_path / "nothing") is None
     assert family_params(Engine.from_folder(export)).threshold == 0.9  # no measured threshold: the family's

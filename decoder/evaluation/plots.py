@@ -11,6 +11,19 @@ from pathlib import Path
 _METRICS = (("exact_match", 100, "exact match (%)", 5.0), ("edit_similarity", 1, "edit similarity", 0.25))
 
 
+def _series(rows: list[dict]) -> dict[str, list[dict]]:
+    """Rows grouped into what the plot draws as one series: each AR configuration alone, and the block decoder's
+    thresholds at one block size and lookup setting as one curve (loosest threshold last)."""
+    series: dict[str, list[dict]] = {}
+    for row in rows:
+        if row["mode"] == "block":
+            lookup = f" lookup {row['lookup_tokens']}" if row.get("lookup_tokens") else ""
+            series.setdefault(f"block B={row['block_size']}{lookup}", []).append(row)
+        else:
+            series.setdefault(row["config"], []).append(row)
+    return {name: sorted(group, key=lambda r: -r["threshold"]) for name, group in series.items()}
+
+
 def plot_quality_vs_parallelism(report: dict, path: str | Path) -> None:
     import matplotlib
 
@@ -23,20 +36,28 @@ def plot_quality_vs_parallelism(report: dict, path: str | Path) -> None:
         for line, (key, scale, label, min_top) in enumerate(_METRICS):
             ax = axes[line][column]
             top = min_top
-            for row in rows:
-                marker = "s" if row["mode"] == "ar" else "o"
-                point = (row["tokens_per_forward"], row[key] * scale)
-                se = row.get(f"{key}_se")
-                yerr = None if se is None else 2 * se * scale
-                ax.errorbar(*point, yerr=yerr, fmt=marker, markersize=7, capsize=4, label=row["config"])
-                top = max(top, point[1] + (yerr or 0))
+            for name, group in _series(rows).items():
+                block = group[0]["mode"] == "block"
+                xs = [r["tokens_per_forward"] for r in group]
+                ys = [r[key] * scale for r in group]
+                errs = [2 * (r.get(f"{key}_se") or 0.0) * scale for r in group]
+                style = ("o-" if not group[0].get("lookup_tokens") else "^--") if block else "s"
+                ax.errorbar(xs, ys, yerr=errs, fmt=style, markersize=6, capsize=3, linewidth=1, label=name)
+                # Each point's threshold, so the curve reads "lower threshold: further right" (the plain curve only:
+                # the lookup one lies next to it).
+                if block and not group[0].get("lookup_tokens"):
+                    for r, x, y in zip(group, xs, ys, strict=True):
+                        ax.annotate(
+                            f"{r['threshold']:g}", (x, y), fontsize=7, textcoords="offset points", xytext=(4, 4)
+                        )
+                top = max(top, *(y + e for y, e in zip(ys, errs, strict=True)))
             # From zero, with a line at one token per pass: the scale of the gain is what the picture is for.
             widest = max(row["tokens_per_forward"] for row in rows)
             ax.axvline(1.0, color="grey", linestyle=":", linewidth=1)
             ax.set_xlim(0, max(2.0, widest * 1.15))
             ax.set_ylim(0, max(min_top, top * 1.1))
-            ax.legend(fontsize=8, loc="lower right")
-            ax.set_xlabel("generated tokens per forward pass")
+            ax.legend(fontsize=8, loc="lower left")
+            ax.set_xlabel("generated tokens per forward pass (labels: block threshold)")
             ax.set_ylabel(f"{label}, ± 2 standard errors")
             ax.set_title(f"{kind} tasks ({rows[0]['tasks']})")
             ax.grid(alpha=0.3)
@@ -58,6 +79,7 @@ def plot_confidence_coverage(report: dict, path: str | Path) -> None:
         return
     fig, axes = plt.subplots(1, len(kinds), figsize=(6 * len(kinds), 4.5), squeeze=False)
     for ax, (kind, rows) in zip(axes[0], kinds, strict=True):
+        rows = [row for row in rows if row["mode"] != "block" or not row.get("lookup_tokens")]  # they track these
         for row in rows:
             points = row["confidence_coverage"]
             ax.plot(

@@ -190,3 +190,16 @@ def test_eval_with_jobs_needs_a_way_to_open_the_model(tiny_model_dir):
     args = parser.parse_args(["--kinds", "line", "--limit", "1", "--thresholds", "0.9", "--jobs", "2"])
     with pytest.raises(ValueError, match="--jobs"):
         run_eval(args, Engine.from_folder(tiny_model_dir), "tiny")
+
+
+def test_the_plot_draws_each_block_setting_as_one_curve_over_its_thresholds():
+    from decoder.evaluation.plots import _series
+
+    def row(mode: str, threshold: float, lookup: int = 0) -> dict:
+        return {"mode": mode, "threshold": threshold, "block_size": 8, "lookup_tokens": lookup, "config": mode}
+
+    rows = [row("ar", 0.9), row("block", 0.2), row("block", 0.9), row("block", 0.5, 8), row("block", 0.9, 8)]
+    series = _series(rows)
+    assert list(series) == ["ar", "block B=8", "block B=8 lookup 8"]
+    assert [r["threshold"] for r in series["block B=8"]] == [0.9, 0.2]  # strictest first: the curve runs right
+    assert [r["threshold"] for r in series["block B=8 lookup 8"]] == [0.9, 0.5]

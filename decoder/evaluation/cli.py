@@ -95,7 +95,7 @@ def run_eval(
         report["bits_per_byte"] = round(bits_per_byte(engine, [f.text for f in files], args.bpb_tokens), 4)
         print(f"bits per byte on held-out files: {report['bits_per_byte']}", file=sys.stderr)
     max_new = {"line": 48, "block": 128, "explain": 128}
-    jobs: list[RowJob] = []
+    row_jobs: list[RowJob] = []
     for kind in kinds:
         if kind == "explain":  # the explain route decodes AR; block rows would measure no product path
             tasks, kind_configs = explain_tasks(files, args.limit, args.seed), [c for c in configs if c.mode == "ar"]
@@ -104,22 +104,22 @@ def run_eval(
             tasks, kind_configs = [t for t in tasks if t.kind == kind][: args.limit], configs
         if kind_configs:
             report["task_names"][kind] = [t.name for t in tasks]
-        jobs += [RowJob(kind, tasks, c, max_new, not args.no_healing, fallback_window) for c in kind_configs]
+        row_jobs += [RowJob(kind, tasks, c, max_new, not args.no_healing, fallback_window) for c in kind_configs]
 
     def show(job: RowJob, row: dict) -> None:
         print(_format_row(job.kind, row), file=sys.stderr)
         print(_format_coverage(row), file=sys.stderr)
 
-    if args.jobs > 1 and len(jobs) > 1:
+    if args.jobs > 1 and len(row_jobs) > 1:
         if open_engine is None:
             raise ValueError("--jobs > 1 needs a way to open the model in each worker")
-        rows = run_rows(jobs, min(args.jobs, len(jobs)), open_engine, show)
+        rows = run_rows(row_jobs, min(args.jobs, len(row_jobs)), open_engine, show)
     else:
         rows = []
-        for job in jobs:
+        for job in row_jobs:
             rows.append(job.run(engine))
             show(job, rows[-1])
-    for job, row in zip(jobs, rows, strict=True):
+    for job, row in zip(row_jobs, rows, strict=True):
         report["kinds"].setdefault(job.kind, []).append(row)
     report["seconds"] = round(time.perf_counter() - started, 1)
     if args.json:

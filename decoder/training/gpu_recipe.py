@@ -35,6 +35,10 @@ from decoder.training.trainer import MASK_ID, TrainConfig, Trainer
 
 REPO = Path(__file__).resolve().parents[2]
 PART_BYTES = 15 * 1024 * 1024
+# Deadline planning (rough, not yet measured on a GPU): seconds for the distillation's set and compile warm-up on
+# top of its training minutes, and for packing the model folder.
+DISTILL_OVERHEAD_S = 90.0
+PACK_S = 20.0
 PEAK_BF16_FLOPS = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "L40S": 362e12, "A10": 125e12}
 
 
@@ -83,6 +87,17 @@ def pack_model(folder: Path, out: Path) -> list[str]:
         (out / name).write_bytes(data[i : i + PART_BYTES])
         names.append(name)
     return names
+
+
+def training_minutes(
+    requested: float | None, elapsed_s: float, deadline_s: float | None, reserve_s: float
+) -> float | None:
+    """The main run's time budget: `requested`, cut so that `reserve_s` (distillation, packing) still fits before
+    `deadline_s` (seconds since the recipe started; None: no deadline). A device call that runs past its limit is
+    killed, and whatever is not packed by then is lost. At least half a minute, so a slow start still trains."""
+    if deadline_s is None or requested is None:
+        return requested
+    return max(0.5, min(requested, (deadline_s - elapsed_s - reserve_s) / 60))
 
 
 def warm_up(trainer: Trainer, log) -> None:
@@ -185,6 +200,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-corpus-mb", type=float, default=None, help="stop reading source after this many MB")
     p.add_argument("--sample-corpus-mb", type=float, default=500.0, help="uniform sample of the train split, MB")
     p.add_argument("--source", action="append", default=[], type=Path, help="extra folder of Python source")
+    p.add_argument(
+        "--deadline-seconds",
+        type=float,
+        default=None,
+        help="everything must be packed by then (seconds from the start): the training budget shrinks to fit, "
+        "and distillation is skipped when it no longer fits",
+    )
     args = p.parse_args(argv)
 
     out: Path = args.out
@@ -275,10 +297,22 @@ def main(argv: list[str] | None = None) -> int:
     if cuda:
         trainer.cfg.hardware = env["device"]
     warm_up(trainer, log)
+    # What must still fit after the main run: distillation (its set, a compile warm-up, the fine-tune) and packing.
+    distill_reserve = 0.0 if args.distill_minutes <= 0 else args.distill_minutes * 60 + DISTILL_OVERHEAD_S
+    planned = training_minutes(minutes, time.time() - t_start, args.deadline_seconds, distill_reserve + PACK_S)
+    if planned != minutes:
+        log(f"training budget {minutes} -> {planned:.2f} minutes to finish by {args.deadline_seconds:.0f}s")
+        trainer.cfg.time_budget_minutes = planned
     t1 = time.time()
     result = trainer.fit()
     train_seconds = time.time() - t1
-    distill = distill_stage(args, cfg, export_dir, log) if args.distill_minutes > 0 else None
+    distill = None
+    if args.distill_minutes > 0:
+        left = None if args.deadline_seconds is None else args.deadline_seconds - (time.time() - t_start)
+        if left is None or left >= distill_reserve + PACK_S:
+            distill = distill_stage(args, cfg, export_dir, log)
+        else:
+            log(f"distillation skipped: {left:.0f}s left before the deadline, it needs {distill_reserve + PACK_S:.0f}s")
 
     # 3. numbers -----------------------------------------------------------------------------------
     peak = peak_flops(env["device"]) if cuda else None

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from decoder.checkpoint import load_model
 from decoder.tokenizer import TextTokenizer
-from decoder.training.gpu_recipe import flops_per_token, peak_flops
+from decoder.training.gpu_recipe import flops_per_token, main, peak_flops, training_minutes
 from decoder.training.sizes import model_config
 
 REPO = Path(__file__).resolve().parents[2]
@@ -67,3 +67,21 @@ def test_flops_estimate_is_sane() -> None:
     assert 6 * 15e6 < ar < 6 * 30e6  # about 6 x (non-embedding params + LM head)
     assert 1.8 * ar < flops_per_token(cfg, 512, "joint") < 2.6 * ar
     assert peak_flops("NVIDIA H200") == 989e12 and peak_flops("CPU") is None
+
+
+def test_the_training_budget_shrinks_to_pack_the_model_before_the_deadline() -> None:
+    assert training_minutes(5.0, elapsed_s=60, deadline_s=None, reserve_s=120) == 5.0  # no deadline
+    assert training_minutes(5.0, elapsed_s=60, deadline_s=540, reserve_s=120) == 5.0  # fits: 360 s left
+    assert training_minutes(5.0, elapsed_s=180, deadline_s=540, reserve_s=120) == 4.0  # a slow corpus build
+    assert training_minutes(5.0, elapsed_s=500, deadline_s=540, reserve_s=120) == 0.5  # still trains a little
+    assert training_minutes(None, elapsed_s=500, deadline_s=540, reserve_s=120) is None  # step-bounded run
+
+
+def test_past_the_deadline_distillation_is_skipped_and_the_model_still_packed(tiny_corpus: Path, tmp_path: Path):
+    out = tmp_path / "out"
+    argv = ["--out", str(out), "--tiny", "--tokenizer", str(tiny_corpus), "--work", str(tmp_path / "work")]
+    assert main([*argv, "--max-steps", "2", "--max-corpus-mb", "0.3", "--deadline-seconds", "1"]) == 0
+    numbers = json.loads((out / "gpu_run.json").read_text())
+    assert numbers["distill"] is None and numbers["steps"] == 2
+    assert "distillation skipped" in (out / "recipe.log").read_text()
+    assert sorted(out.glob("model.tar.part*"))

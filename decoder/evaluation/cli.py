@@ -54,7 +54,7 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=1,
         help="worker processes, each with its own model, that share the rows (kind x configuration) and the "
-        "cores; rows are the same as with 1 (fp32), latencies are measured while the others run",
+        "cores; with --dtype fp32 the rows are those of one process, latencies are measured while the others run",
     )
     parser.add_argument("--json", help="write the report here")
     parser.add_argument("--plot", help="write a PNG of quality vs tokens per forward here")
@@ -67,6 +67,8 @@ def run_eval(
     args: argparse.Namespace, engine: Engine, model_name: str, open_engine: Callable[[], Engine] | None = None
 ) -> dict:
     """`open_engine` (picklable; opens the same model as `engine`) is needed for `--jobs` > 1."""
+    if args.jobs > 1 and open_engine is None:
+        raise ValueError("--jobs > 1 needs a way to open the model in each worker")
     files = stdlib_heldout_files()
     kinds = [k for k in args.kinds.split(",") if k]
     configs = [] if args.no_ar else [DecodeConfig("ar", block_size=args.block_size)]
@@ -110,9 +112,7 @@ def run_eval(
         print(_format_row(job.kind, row), file=sys.stderr)
         print(_format_coverage(row), file=sys.stderr)
 
-    if args.jobs > 1 and len(row_jobs) > 1:
-        if open_engine is None:
-            raise ValueError("--jobs > 1 needs a way to open the model in each worker")
+    if args.jobs > 1 and len(row_jobs) > 1 and open_engine is not None:
         rows = run_rows(row_jobs, min(args.jobs, len(row_jobs)), open_engine, show)
     else:
         rows = []

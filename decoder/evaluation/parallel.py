@@ -2,9 +2,9 @@
 
 A row is one task kind under one decoder configuration, over all its tasks, and rows do not depend on each
 other (every task is a cold request). So N worker processes, each with its own engine, take rows from a
-queue, and the report is assembled in the order a one-process run would write it. With fp32 and the same
-thread count per process, a row comes out the same either way; its latencies do not, since the processes
-share the machine.
+queue, and the report is assembled in the order a one-process run would write it. Each worker keeps the
+engine's own thread count (one for models under 50M parameters) unless that would oversubscribe the cores.
+In fp32 a row comes out the same either way; its latencies do not, since the processes share the machine.
 """
 
 from __future__ import annotations
@@ -41,10 +41,15 @@ class RowJob:
 _worker_engine: Engine | None = None  # one per worker process, opened by _start_worker
 
 
-def _start_worker(open_engine: Callable[[], Engine], threads: int) -> None:
+def worker_threads(engine_threads: int, cores: int, processes: int) -> int:
+    """The engine's choice, capped at this worker's share of the cores."""
+    return max(1, min(engine_threads, cores // processes))
+
+
+def _start_worker(open_engine: Callable[[], Engine], cores: int, processes: int) -> None:
     global _worker_engine
-    torch.set_num_threads(threads)
-    _worker_engine = open_engine()
+    _worker_engine = open_engine()  # sets the engine's thread count (decoder/engine.py)
+    torch.set_num_threads(worker_threads(torch.get_num_threads(), cores, processes))
 
 
 def _run_in_worker(job: RowJob) -> dict:
@@ -63,15 +68,20 @@ def run_rows(
     on_row: Callable[[RowJob, dict], None] = lambda job, row: None,
 ) -> list[dict]:
     """The rows of `jobs`, in their order, computed by `processes` workers (each opening its engine with the
-    picklable `open_engine`; the cores are split between them). `on_row` sees each row as it finishes."""
-    threads = max(1, available_cores() // processes)
+    picklable `open_engine`; no more threads than cores). `on_row` sees each row as it finishes. A worker's error
+    is raised at once: the rows still queued are cancelled."""
     # spawn, not fork: a forked child of a process whose OpenMP threads have run can hang in its first matmul.
     context = multiprocessing.get_context("spawn")
     rows: list[dict | None] = [None] * len(jobs)
-    with ProcessPoolExecutor(processes, context, initializer=_start_worker, initargs=(open_engine, threads)) as pool:
+    initargs = (open_engine, available_cores(), processes)
+    with ProcessPoolExecutor(processes, context, initializer=_start_worker, initargs=initargs) as pool:
         pending = {pool.submit(_run_in_worker, job): i for i, job in enumerate(jobs)}
-        for done in tqdm(as_completed(pending), total=len(jobs), desc=f"rows, {processes} processes", leave=False):
-            i = pending[done]
-            rows[i] = done.result()
-            on_row(jobs[i], rows[i])
+        try:
+            for done in tqdm(as_completed(pending), total=len(jobs), desc=f"rows, {processes} processes", leave=False):
+                i = pending[done]
+                rows[i] = done.result()
+                on_row(jobs[i], rows[i])
+        except BaseException:
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
     return [row for row in rows if row is not None]

@@ -128,27 +128,39 @@ def compare_reports(old: dict, new: dict) -> list[ConfigComparison]:
 COMPLETION_KINDS = ("line", "block")
 
 
+@dataclass(frozen=True)
+class Judgement:
+    worse: list[ConfigComparison]  # judged rows where the new model is worse
+    unjudged: list[str]  # judged pairs one of the reports lacks, said why
+
+
 def regressions(
     old: dict, new: dict, served_config: str | None = None, previous_served_config: str | None = None
-) -> list[ConfigComparison]:
+) -> Judgement:
     """Completion rows where the new model is worse, task by task, in edit similarity or exact match: AR against
     AR, and the served block configuration against the one served before (`previous_served_config`; the same
     configuration when None), which is what users notice. Only these rows are judged: the more rows tested, the
-    more often one looks worse by chance (each test alone: about 1 in 40 for an equal model). Raises
-    ReportMismatch when a judged row is missing from either report."""
+    more often one looks worse by chance (each test alone: about 1 in 40 for an equal model). A pair that one
+    report lacks is named in `unjudged`; the others are still judged. Raises ReportMismatch when the reports ran
+    different tasks or lack per-task scores."""
     pairs = [("ar", "ar")]
     if served_config is not None:
         pairs.append((previous_served_config or served_config, served_config))
     worse: list[ConfigComparison] = []
+    unjudged: list[str] = []
     for kind in COMPLETION_KINDS:
         if kind not in old["kinds"] or kind not in new["kinds"]:
             continue
         _check_same_tasks(old, new, kind)
         for before, after in pairs:
-            r = _compare_rows(kind, _row(old, kind, before), _row(new, kind, after))
+            try:
+                r = _compare_rows(kind, _row(old, kind, before), _row(new, kind, after))
+            except ReportMismatch as exc:
+                unjudged.append(str(exc))
+                continue
             if "worse" in (r.edit_similarity.verdict, r.exact_match.verdict):
                 worse.append(r)
-    return worse
+    return Judgement(worse, unjudged)
 
 
 def _compare_rows(kind: str, before: dict, after: dict) -> ConfigComparison:
@@ -166,7 +178,7 @@ def _compare_rows(kind: str, before: dict, after: dict) -> ConfigComparison:
 def _row(report: dict, kind: str, config: str) -> dict:
     row = next((r for r in report["kinds"][kind] if r["config"] == config), None)
     if row is None:
-        raise ReportMismatch(f"{kind}: a report has no {config!r} row: evaluate that configuration there too")
+        raise ReportMismatch(f"{kind}: a report has no {config!r} row (evaluate that configuration there too)")
     return row
 
 

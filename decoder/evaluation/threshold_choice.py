@@ -60,8 +60,10 @@ def worst_case_loss(row: dict, ref: dict, metric: str) -> float:
     if old is not None and new is not None and len(old) == len(new) and len(old) > 1:
         diff = paired_difference(old, new)
         return -diff.interval[0]
-    se = math.hypot(ref.get(f"{metric}_se") or 0.0, row.get(f"{metric}_se") or 0.0)
-    return ref[metric] - row[metric] + Z_95 * se
+    ses = (ref.get(f"{metric}_se"), row.get(f"{metric}_se"))
+    if None in ses:
+        return math.inf  # no spread measured (a single task): nothing is known about the loss
+    return ref[metric] - row[metric] + Z_95 * math.hypot(*ses)
 
 
 def _holds(row: dict, ref: dict) -> bool:
@@ -87,9 +89,11 @@ def choose_threshold(report: dict, block_size: int) -> ThresholdChoice | None:
     best = max(holding, key=lambda t: (speed(t), t))
     kinds = ", ".join(sorted(by_kind))
     margins = " and ".join(f"{v:g} in {m.replace('_', ' ')}" for m, v in MARGINS.items())
+    paired = all("task_scores" in row for rows in by_kind.values() for row in rows.values())
+    how = "task by task" if paired else "from the rows' standard errors (the report has no per-task scores)"
     reason = (
         f"the measured threshold with the most tokens per forward whose loss against t={reference:g} on {kinds} "
-        f"tasks is under {margins} at 95% confidence, task by task (measured: {', '.join(f'{t:g}' for t in common)})"
+        f"tasks is under {margins} at 95% confidence, {how} (measured: {', '.join(f'{t:g}' for t in common)})"
     )
     speeds = {kind: rows[best]["tokens_per_forward"] for kind, rows in by_kind.items()}
     return ThresholdChoice(best, reference, speeds, reason, block_size)

@@ -35,9 +35,10 @@ from decoder.training.trainer import MASK_ID, TrainConfig, Trainer
 
 REPO = Path(__file__).resolve().parents[2]
 PART_BYTES = 15 * 1024 * 1024
-# Deadline planning (rough, not yet measured on a GPU): seconds for the distillation's set and compile warm-up on
-# top of its training minutes, and for packing the model folder.
+# Deadline planning (rough, not yet measured on a GPU), in seconds: the distillation's set and compile warm-up on
+# top of its training minutes, the main run's work outside its step time, packing the model folder.
 DISTILL_OVERHEAD_S = 90.0
+FIT_OVERHEAD_S = 30.0  # the main run's evals (every 2 minutes), exports and final checkpoint: not step time
 PACK_S = 20.0
 PEAK_BF16_FLOPS = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "L40S": 362e12, "A10": 125e12}
 
@@ -76,7 +77,8 @@ def heldout_sha(model_dir: Path) -> tuple[frozenset[str], frozenset[str]]:
 
 
 def pack_model(folder: Path, out: Path) -> list[str]:
-    """Tar the model folder and split it into <= 15 MiB parts (the transfer limit per file)."""
+    """Tar the model folder and split it into <= 15 MiB parts (the transfer limit per file). Packing again (after
+    distillation) replaces the earlier parts, each by a rename, and removes any left over."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
         tar.add(folder, arcname="model")
@@ -84,8 +86,12 @@ def pack_model(folder: Path, out: Path) -> list[str]:
     names = []
     for i in range(0, len(data), PART_BYTES):
         name = f"model.tar.part{i // PART_BYTES}"
-        (out / name).write_bytes(data[i : i + PART_BYTES])
+        (out / f"{name}.tmp").write_bytes(data[i : i + PART_BYTES])
+        (out / f"{name}.tmp").replace(out / name)
         names.append(name)
+    for stale in out.glob("model.tar.part*"):
+        if stale.name not in names:
+            stale.unlink()
     return names
 
 
@@ -297,24 +303,21 @@ def main(argv: list[str] | None = None) -> int:
     if cuda:
         trainer.cfg.hardware = env["device"]
     warm_up(trainer, log)
-    # What must still fit after the main run: distillation (its set, a compile warm-up, the fine-tune) and packing.
+    # What must fit after the main run's step time: its evals, exports and final checkpoint, packing, and
+    # distillation (its set, a compile warm-up, the fine-tune). When not all of it fits, the main run comes first.
     distill_reserve = 0.0 if args.distill_minutes <= 0 else args.distill_minutes * 60 + DISTILL_OVERHEAD_S
-    planned = training_minutes(minutes, time.time() - t_start, args.deadline_seconds, distill_reserve + PACK_S)
+    elapsed = time.time() - t_start
+    planned = training_minutes(minutes, elapsed, args.deadline_seconds, distill_reserve + FIT_OVERHEAD_S + PACK_S)
+    if planned != minutes and distill_reserve:
+        planned = training_minutes(minutes, elapsed, args.deadline_seconds, FIT_OVERHEAD_S + PACK_S)
     if planned != minutes:
         log(f"training budget {minutes} -> {planned:.2f} minutes to finish by {args.deadline_seconds:.0f}s")
         trainer.cfg.time_budget_minutes = planned
     t1 = time.time()
     result = trainer.fit()
     train_seconds = time.time() - t1
-    distill = None
-    if args.distill_minutes > 0:
-        left = None if args.deadline_seconds is None else args.deadline_seconds - (time.time() - t_start)
-        if left is None or left >= distill_reserve + PACK_S:
-            distill = distill_stage(args, cfg, export_dir, log)
-        else:
-            log(f"distillation skipped: {left:.0f}s left before the deadline, it needs {distill_reserve + PACK_S:.0f}s")
 
-    # 3. numbers -----------------------------------------------------------------------------------
+    # 3. numbers, and the model packed at once: a call killed during distillation still brings it back ---------
     peak = peak_flops(env["device"]) if cuda else None
     stages = {}
     for stage, st in trainer.stage_stats.items():
@@ -336,21 +339,30 @@ def main(argv: list[str] | None = None) -> int:
         "stages": stages,
         "metrics": result,
         "history": trainer.history,
-        "distill": distill,  # the shipped folder is the distilled model when this is not None
-        "seconds": {
-            "corpus": round(corpus_seconds, 1),
-            "train": round(train_seconds, 1),
-            "total": round(time.time() - t_start, 1),
-        },
+        "distill": None,  # the shipped folder is the distilled model when this is not None
+        "seconds": {"corpus": round(corpus_seconds, 1), "train": round(train_seconds, 1)},
         "corpus": json.loads((Path(corpus_dir) / "shards.json").read_text()),
         "peak_bf16_flops": peak,
         "unpack": "cat model.tar.part* | tar -x   # -> model/ (HF folder)",
     }
-    numbers["model_parts"] = pack_model(export_dir, out)
-    (out / "gpu_run.json").write_text(json.dumps(numbers, indent=1, default=str) + "\n")
-    train_log = Path(cfg.run_dir) / "train.log"
-    if train_log.is_file():
-        (out / "train.log").write_bytes(train_log.read_bytes()[-4_000_000:])
+
+    def write_outputs() -> None:
+        numbers["seconds"]["total"] = round(time.time() - t_start, 1)
+        numbers["model_parts"] = pack_model(export_dir, out)
+        (out / "gpu_run.json").write_text(json.dumps(numbers, indent=1, default=str) + "\n")
+        train_log = Path(cfg.run_dir) / "train.log"
+        if train_log.is_file():
+            (out / "train.log").write_bytes(train_log.read_bytes()[-4_000_000:])
+
+    write_outputs()
+    if args.distill_minutes > 0:
+        left = None if args.deadline_seconds is None else args.deadline_seconds - (time.time() - t_start)
+        if left is None or left >= distill_reserve + PACK_S:
+            numbers["distill"] = distill_stage(args, cfg, export_dir, log)
+            write_outputs()
+        else:
+            log(f"distillation skipped: {left:.0f}s left before the deadline, it needs {distill_reserve + PACK_S:.0f}s")
+    distill = numbers["distill"]
     log(
         f"done: {trainer.tokens:,} tokens, val_ar_bpb {result.get('val_ar_bpb', float('nan')):.4f}, "
         f"val_masked_bpb {result.get('val_masked_bpb', float('nan')):.4f}; "

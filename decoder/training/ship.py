@@ -90,14 +90,17 @@ def refuse_regressions(
 ) -> None:
     """Exit (status 1) when the new model is worse than the shipped one on the rows users get: AR, and the
     new served block configuration against `previous_config` (the one served so far), on completion tasks.
-    Reports that cannot be paired (no per-task scores, a judged row missing) give a warning."""
+    Reports that cannot be paired (other tasks, no per-task scores) and judged rows missing from either report
+    give a warning."""
     try:
-        worse = regressions(previous, report, None if choice is None else choice.config, previous_config)
+        judgement = regressions(previous, report, None if choice is None else choice.config, previous_config)
     except ReportMismatch as exc:
         print(f"ship: cannot compare with the previous report task by task ({exc})", file=sys.stderr)
         return
-    if worse:
-        print(format_comparison(worse), file=sys.stderr)
+    for reason in judgement.unjudged:
+        print(f"ship: not judged: {reason}", file=sys.stderr)
+    if judgement.worse:
+        print(format_comparison(judgement.worse), file=sys.stderr)
         raise SystemExit("ship: the new model is worse than the one it replaces on the rows above (--allow-worse)")
 
 

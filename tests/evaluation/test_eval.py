@@ -8,7 +8,6 @@ import math
 from functools import partial
 
 import pytest
-import torch
 
 from decoder.engine import Engine
 from decoder.evaluation.cli import add_eval_arguments, run_eval
@@ -20,7 +19,7 @@ from decoder.evaluation.metrics import (
     leftmost_commit_fraction,
     position_order_tau,
 )
-from decoder.evaluation.parallel import available_cores
+from decoder.evaluation.parallel import worker_threads
 from decoder.evaluation.tasks import HeldoutFile, block_tasks, explain_tasks, line_tasks, stdlib_heldout_files
 from decoder.families import CAUSAL
 
@@ -155,18 +154,13 @@ def test_eval_lookup_row_scores_as_ar_in_fewer_passes(tiny_model_dir):
 
 def test_eval_rows_from_several_processes_are_those_of_one(tiny_model_dir):
     """`--jobs 2`: rows computed by two worker processes, each with its own engine, in a one-process run's order
-    and with its scores (fp32 at the workers' thread count; only the latencies may differ)."""
+    and with its scores (fp32; the engine runs a tiny model on one thread in either; only latencies may differ)."""
     parser = argparse.ArgumentParser()
     add_eval_arguments(parser)
     argv = ["--kinds", "line,block", "--limit", "3", "--thresholds", "0.9,0.3", "--bpb-tokens", "0", "--lookup", "4"]
     open_engine = partial(Engine.from_folder, tiny_model_dir)
     parallel = run_eval(parser.parse_args([*argv, "--jobs", "2"]), open_engine(), "tiny", open_engine)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(max(1, available_cores() // 2))  # as each worker ran
-    try:
-        single = run_eval(parser.parse_args(argv), open_engine(), "tiny")
-    finally:
-        torch.set_num_threads(threads)
+    single = run_eval(parser.parse_args(argv), open_engine(), "tiny")
 
     def scores(report: dict) -> dict:
         timing = ("latency_ms_p50", "latency_ms_p90")
@@ -182,6 +176,12 @@ def test_eval_rows_from_several_processes_are_those_of_one(tiny_model_dir):
         "block B=8 t=0.3",
     ]
     assert scores(parallel) == scores(single) and parallel["task_names"] == single["task_names"]
+
+
+def test_a_worker_keeps_the_engines_threads_within_its_share_of_the_cores():
+    assert worker_threads(engine_threads=1, cores=16, processes=2) == 1  # a small model: one thread is its best
+    assert worker_threads(engine_threads=16, cores=16, processes=2) == 8  # a large one: half the cores each
+    assert worker_threads(engine_threads=16, cores=2, processes=4) == 1
 
 
 def test_eval_with_jobs_needs_a_way_to_open_the_model(tiny_model_dir):

@@ -154,10 +154,11 @@ def regressions(
         _check_same_tasks(old, new, kind)
         for before, after in pairs:
             try:
-                r = _compare_rows(kind, _row(old, kind, before), _row(new, kind, after))
-            except ReportMismatch as exc:
+                old_row, new_row = _row(old, kind, before), _row(new, kind, after)
+            except ReportMismatch as exc:  # a row missing: only this pair goes unjudged
                 unjudged.append(str(exc))
                 continue
+            r = _compare_rows(kind, old_row, new_row)  # no per-task scores: raises, as for the whole report
             if "worse" in (r.edit_similarity.verdict, r.exact_match.verdict):
                 worse.append(r)
     return Judgement(worse, unjudged)

@@ -129,6 +129,10 @@ def test_regressions_hold_the_served_configuration_to_the_one_served_before(repo
     judgement = regressions(old, new, "block B=8 t=0.5", previous_served_config="block B=8 t=0.3")
     assert [(r.kind, r.config) for r in judgement.worse] == [("line", "ar"), ("block", "ar")]
     assert len(judgement.unjudged) == 2 and all("no 'block B=8 t=0.3' row" in u for u in judgement.unjudged)
+    # A judged row without per-task scores is not a missing row: the reports cannot be judged at all.
+    del new["kinds"]["line"][0]["task_scores"]
+    with pytest.raises(ReportMismatch, match="rerun eval"):
+        regressions(old, new, "block B=8 t=0.5")
 
 
 def test_report_command(reports, tmp_path, capsys):

@@ -9,6 +9,7 @@ from pathlib import Path
 import torch
 
 from decoder.checkpoint import CheckpointError
+from decoder.compute_dtype import cpu_has_native_bf16
 from decoder.defaults import default_model_dir
 from decoder.engine import BACKENDS, Engine, EngineOptions
 from decoder.engines import ModelRoutes, open_family_engine
@@ -24,18 +25,6 @@ DTYPES = {
     "fp16": torch.float16,
     "float16": torch.float16,
 }
-
-
-def cpu_has_native_bf16() -> bool:
-    """Whether this CPU computes in bf16 natively (AVX512-BF16, AMX, Arm BF16): then bf16 is the default there.
-
-    Measured on an AMD EPYC with AVX512-BF16 (benchmarks/bench_cpu_dtype.py, shipped model, 40 held-out line
-    tasks): inline completions 0.73x the fp32 time cold and 0.82x after a keystroke, the same text 40/40; an
-    AR token 1.27x (explanations stream a little slower). Without native bf16, bf16 is emulated and slow."""
-    try:
-        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
-    except (AttributeError, RuntimeError):
-        return False
 
 
 def open_engine(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from decoder.compute_dtype import COMPUTE_DTYPES
 from decoder.training.distill import DistillSetConfig, build_distill_set
 from decoder.training.prepare import add_corpus_arguments, run_corpus
 from decoder.training.sizes import SIZES
@@ -45,7 +46,9 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--checkpoint-every-minutes", type=float, default=d.checkpoint_every_minutes)
     parser.add_argument("--export-every-minutes", type=float, default=d.export_every_minutes)
     parser.add_argument("--export", default=None, help="write the HF model folder here (periodically and at the end)")
-    parser.add_argument("--dtype", default=d.dtype, choices=["bf16", "fp32"], help="autocast dtype")
+    parser.add_argument(
+        "--dtype", default=d.dtype, choices=COMPUTE_DTYPES, help="autocast dtype (auto: bf16 where it is native)"
+    )
     parser.add_argument("--compile", action="store_true", help="torch.compile the model (pays on GPU)")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: min(2, cores))")
     parser.add_argument(
@@ -128,7 +131,9 @@ def add_distill_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fim-rate", type=float, default=d.fim_rate)
     parser.add_argument("--seed", type=int, default=d.seed)
     parser.add_argument("--threads", type=int, default=None)
-    parser.add_argument("--dtype", default=d.dtype, choices=["bf16", "fp32"])
+    parser.add_argument(
+        "--dtype", default=d.dtype, choices=COMPUTE_DTYPES, help="auto: bf16 where it is native, else fp32"
+    )
 
 
 def run_distill(args: argparse.Namespace) -> int:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +26,7 @@ from tokenizers import Tokenizer
 from torch import Tensor
 
 from decoder.checkpoint import load_model
+from decoder.compute_dtype import resolve_compute_dtype
 from decoder.model import CausalLM, LayerKV
 from decoder.training import corpus as C
 from decoder.training.examples import EOT, FIM_MIDDLE, Batcher, MixConfig, newline_table
@@ -49,7 +50,7 @@ class DistillSetConfig:
     fim_rate: float = 0.8  # share of prompts that are FIM prompts cut inside the middle
     seed: int = 0
     threads: int | None = None
-    dtype: str = "bf16"
+    dtype: str = "auto"  # bf16, fp32, or auto (bf16 where it is native: decoder/compute_dtype.py)
     device: str = "cpu"
 
 
@@ -117,6 +118,7 @@ def build_distill_set(cfg: DistillSetConfig, log: Callable[[str], None] = print)
         seed=cfg.seed,
     )
     batcher.rng = rng
+    cfg = replace(cfg, dtype=resolve_compute_dtype(cfg.dtype, cfg.device))  # distill.json records what ran
     model = load_model(cfg.model, dtype=torch.bfloat16 if cfg.dtype == "bf16" else torch.float32).eval()
     model.to(cfg.device)
     if model.config.vocab_size != tokenizer.get_vocab_size():

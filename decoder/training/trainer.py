@@ -17,7 +17,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ import torch
 from tokenizers import Tokenizer
 
 from decoder.checkpoint import load_model, save_model
+from decoder.compute_dtype import resolve_compute_dtype
 from decoder.masks import training_mask
 from decoder.model import CausalLM
 from decoder.training import corpus as C
@@ -64,7 +65,7 @@ class TrainConfig:
     checkpoint_every_minutes: float = 10.0
     export_every_minutes: float = 20.0
     export_dir: str | None = None
-    dtype: str = "bf16"  # autocast dtype: bf16 or fp32
+    dtype: str = "auto"  # autocast dtype: bf16, fp32, or auto (bf16 where it is native: decoder/compute_dtype.py)
     compile: bool = False
     threads: int | None = None
     adaptive_threads: bool = False  # CPU: keep trying 1..threads and use whichever runs faster right now
@@ -168,6 +169,7 @@ class ThreadTuner:
 
 class Trainer:
     def __init__(self, cfg: TrainConfig, log: Callable[[str], None] | None = None) -> None:
+        cfg = replace(cfg, dtype=resolve_compute_dtype(cfg.dtype, cfg.device))  # the card records what ran
         self.cfg = cfg
         self.run = Path(cfg.run_dir)
         self.run.mkdir(parents=True, exist_ok=True)

@@ -93,7 +93,8 @@ def test_binary_file_is_refused(tmp_path, capsys):
 def test_the_default_dtype_follows_the_cpu(tiny_model_dir):
     import torch
 
-    from lsp_server.model_loading import cpu_has_native_bf16, open_engine
+    from decoder.compute_dtype import cpu_has_native_bf16
+    from lsp_server.model_loading import open_engine
 
     auto = torch.bfloat16 if cpu_has_native_bf16() else torch.float32
     assert open_engine(tiny_model_dir).dtype == auto

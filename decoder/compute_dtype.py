@@ -1,7 +1,7 @@
 """Which floating-point type computes fastest here: bf16 on CUDA and on CPUs with native bf16, else fp32.
 
 Without native bf16 (an AVX2-only CPU), oneDNN emulates it and every matmul pays for conversions: one joint
-training step of the 5m model took 98.6 s in bf16 autocast against 4.2 s in fp32 on an AVX2 AMD EPYC
+training step of the 5m model took 100.6 s in bf16 autocast against 4.4 s in fp32 on an AVX2 AMD EPYC
 (`benchmarks/bench_train_step.py --compare dtype`). Inference and training both choose through here."""
 
 from __future__ import annotations

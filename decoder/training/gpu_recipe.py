@@ -299,8 +299,9 @@ def main(argv: list[str] | None = None) -> int:
         progress=False,
     )
     trainer = Trainer(cfg, log=log)
+    cfg = trainer.cfg  # the config as resolved (dtype) and adjusted below: what the numbers and distillation use
     if cuda:
-        trainer.cfg.hardware = env["device"]
+        cfg.hardware = env["device"]
     warm_up(trainer, log)
     # What must fit after the main run's step time: its evals, exports and final checkpoint, packing, and
     # distillation (its set, a compile warm-up, the fine-tune). When not all of it fits, the main run comes first.
@@ -311,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
         planned = training_minutes(minutes, elapsed, args.deadline_seconds, FIT_OVERHEAD_S + PACK_S)
     if planned != minutes:
         log(f"training budget {minutes} -> {planned:.2f} minutes to finish by {args.deadline_seconds:.0f}s")
-        trainer.cfg.time_budget_minutes = planned
+        cfg.time_budget_minutes = planned
     t1 = time.time()
     result = trainer.fit()
     train_seconds = time.time() - t1

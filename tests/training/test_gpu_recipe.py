@@ -10,6 +10,7 @@ import tarfile
 from pathlib import Path
 
 from decoder.checkpoint import load_model
+from decoder.compute_dtype import resolve_compute_dtype
 from decoder.tokenizer import TextTokenizer
 from decoder.training.gpu_recipe import flops_per_token, main, peak_flops, training_minutes
 from decoder.training.sizes import model_config
@@ -40,6 +41,7 @@ def test_gpu_script_runs_end_to_end_on_cpu(tiny_corpus: Path, tmp_path: Path) ->
     numbers = json.loads((out / "gpu_run.json").read_text())
     assert numbers["steps"] == 4 and numbers["tokens_seen"] == 4 * 8 * 64
     assert set(numbers["stages"]) == {"ar", "joint"}
+    assert numbers["train_config"]["dtype"] == resolve_compute_dtype("auto", "cpu")  # what ran, not "auto"
     distill = numbers["distill"]  # on by default: 2 fine-tune steps on the tiny path, then the export
     assert distill["steps"] == 2 and distill["config"]["distill_set"] and distill["metrics"]["val_ar_bpb"] > 0
     assert distill["config"]["certainty_weight"] == 0.5

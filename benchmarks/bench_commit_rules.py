@@ -28,6 +28,7 @@ from torch import Tensor
 
 import kernels.reference as reference
 from decoder.defaults import default_model_dir
+from decoder.evaluation.cli import MAX_NEW_TOKENS
 from decoder.evaluation.parallel import RowJob
 from decoder.evaluation.reports import paired_difference
 from decoder.evaluation.runner import DecodeConfig
@@ -37,7 +38,6 @@ from lsp_server.model_loading import open_engine
 
 CommitRule = Callable[[Tensor, Tensor, Tensor, float, int], Tensor]
 THRESHOLD_RULE: CommitRule = reference.select_commits
-MAX_NEW_TOKENS = {"line": 48, "block": 128}  # as `parafill eval`
 
 
 def with_fallback(chosen: Tensor, confidence: Tensor, masked: Tensor, fallback: Tensor, block_size: int) -> Tensor:

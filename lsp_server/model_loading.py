@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 
 from decoder.checkpoint import CheckpointError
-from decoder.compute_dtype import cpu_has_native_bf16
+from decoder.compute_dtype import resolve_compute_dtype
 from decoder.defaults import default_model_dir
 from decoder.engine import BACKENDS, Engine, EngineOptions
 from decoder.engines import ModelRoutes, open_family_engine
@@ -42,8 +42,8 @@ def open_engine(
         raise UserError(f"unknown dtype {dtype!r}: expected one of {sorted(DTYPES)}")
     if backend not in BACKENDS:
         raise UserError(f"unknown backend {backend!r}: expected one of {', '.join(BACKENDS)}")
-    if dtype is None and device == "cpu" and backend == "torch" and cpu_has_native_bf16():
-        dtype = "bf16"
+    if dtype is None and backend == "torch":  # the onnx backend computes in fp32 only
+        dtype = resolve_compute_dtype("auto", device)
     options = EngineOptions(
         device=device,
         dtype=DTYPES.get(dtype or ""),

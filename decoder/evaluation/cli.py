@@ -18,6 +18,8 @@ from decoder.evaluation.runner import DecodeConfig, bits_per_byte
 from decoder.evaluation.tasks import build_tasks, explain_tasks, load_tasks, stdlib_heldout_files
 from decoder.families import CAUSAL
 
+MAX_NEW_TOKENS = {"line": 48, "block": 128, "explain": 128}  # per task kind: room for its longest targets
+
 
 def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
@@ -96,7 +98,6 @@ def run_eval(
     if args.bpb_tokens:
         report["bits_per_byte"] = round(bits_per_byte(engine, [f.text for f in files], args.bpb_tokens), 4)
         print(f"bits per byte on held-out files: {report['bits_per_byte']}", file=sys.stderr)
-    max_new = {"line": 48, "block": 128, "explain": 128}
     row_jobs: list[RowJob] = []
     for kind in kinds:
         if kind == "explain":  # the explain route decodes AR; block rows would measure no product path
@@ -106,7 +107,7 @@ def run_eval(
             tasks, kind_configs = [t for t in tasks if t.kind == kind][: args.limit], configs
         if kind_configs:
             report["task_names"][kind] = [t.name for t in tasks]
-        row_jobs += [RowJob(kind, tasks, c, max_new, not args.no_healing, fallback_window) for c in kind_configs]
+        row_jobs += [RowJob(kind, tasks, c, MAX_NEW_TOKENS, not args.no_healing, fallback_window) for c in kind_configs]
 
     def show(job: RowJob, row: dict) -> None:
         print(_format_row(job.kind, row), file=sys.stderr)

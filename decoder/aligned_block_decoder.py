@@ -8,9 +8,10 @@ reaches the threshold, and at least one: the most confident of the leftmost `fal
 positions of that sub-block. With the token shift (Fast-dLLM v2) block position j is read from the output
 at j - 1; without it (SDAR) from the output at j. A finished block is committed with a block-causal pass:
 for token-shift models that pass also predicts the next block's first token, which is committed at once
-(the reference decodes it greedily, as an AR step); for the others it is fused with the next block's first
-step. Tokens are final once committed (no remasking), so stopping early never changes them. With
-`lookup_tokens`, steps also commit by prompt-lookup agreement (decoder/block_decoder.py `LookupAgreement`).
+(as an AR step: greedy, as the reference decodes it, unless the request samples); for the others it is
+fused with the next block's first step. Tokens are final once committed (no remasking), so stopping early
+never changes them. With `lookup_tokens`, steps also commit by prompt-lookup agreement
+(decoder/block_decoder.py `LookupAgreement`).
 """
 
 from __future__ import annotations
@@ -22,9 +23,16 @@ import torch
 
 import kernels
 from decoder.block_causal_engine import BlockCausalEngine, BlockSequence
-from decoder.block_decoder import LookupAgreement, NoMaskTokenError, _Output, denoise_rows, fit_allowed, step_seed
+from decoder.block_decoder import (
+    LookupAgreement,
+    NoMaskTokenError,
+    _Output,
+    block_sampling,
+    denoise_rows,
+    step_seed,
+)
 from decoder.engine import PrefillInterrupted
-from decoder.generation import GenerationControl, GenerationParams, GenerationResult
+from decoder.generation import GenerationControl, GenerationParams, GenerationResult, fit_allowed
 
 
 def decode_aligned_blocks(
@@ -36,6 +44,7 @@ def decode_aligned_blocks(
     size = engine.block_size  # the checkpoint's grid: a request cannot change it
     params = replace(params, block_size=size)
     params.validate()
+    params = block_sampling(params)
     control = control or GenerationControl()
     if engine.mask_token_id is None:
         raise NoMaskTokenError("this checkpoint has no mask token: block diffusion cannot run")

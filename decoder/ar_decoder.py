@@ -14,7 +14,7 @@ import time
 import torch
 
 from decoder.engine import Engine, PrefillInterrupted
-from decoder.generation import GenerationControl, GenerationParams, GenerationResult
+from decoder.generation import GenerationControl, GenerationParams, GenerationResult, fit_allowed
 from decoder.lookup import PromptLookup
 from decoder.sampling import choose_token, make_generator
 from kernels.reference import token_and_confidence
@@ -53,7 +53,7 @@ def decode_ar(
 
     logits = engine.next_token_logits(seq)
     if control.first_token_allowed is not None:
-        logits = logits.masked_fill(~control.first_token_allowed.to(logits.device), float("-inf"))
+        logits = logits.masked_fill(~fit_allowed(control.first_token_allowed, logits), float("-inf"))
     token = choose_token(logits, params, generator)
     confidence = probability_of(logits, token)
     while True:

@@ -8,7 +8,8 @@ partial block stay "open" and are decoded together with the first generated toke
 Everything else is the ordinary engine: one model, one radix prefix cache, per-request KV buffers.
 Committed KV is appended one whole block at a time (`step` refuses anything else, so the AR decoder, which
 commits one token per pass, fails with a clear message instead of silently mixing layouts). Cached pages
-are reused only in whole blocks, because a token's keys depend on the rest of its block.
+hold whole blocks (the cache's page is a multiple of the block size), because a token's keys depend on the
+rest of its block: a page's KV then depends only on the tokens on its own path in the tree.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from torch import Tensor
 
 from decoder.engine import Engine, EngineOptions, PrefillInterrupted, Sequence
 from decoder.model import CausalLM
+from decoder.prefix_cache import RadixPrefixCache
 from decoder.tokenizer import TextTokenizer
 
 
@@ -75,6 +77,11 @@ class BlockCausalEngine(Engine):
         self.token_shift = family.token_shift if token_shift is None else token_shift
         if self.block_size < 1:
             raise ValueError("block_size must be >= 1")
+        # Pages of whole blocks. On a finer grid, a path could join one request's first page (its KV computed
+        # with that request's later tokens of the block) to another request's next page.
+        self.cache = RadixPrefixCache(
+            page_size=math.lcm(self.options.page_size, self.block_size), byte_budget=self.options.cache_bytes
+        )
 
     # -- requests -------------------------------------------------------------------------------------
 
@@ -145,22 +152,18 @@ class BlockCausalEngine(Engine):
         input_ids = torch.tensor([ids], dtype=torch.long, device=self.device)
         positions = torch.arange(past, past + len(ids), device=self.device)[None]
         mask = block_causal_mask(past, n_causal, len(ids) - n_causal, self.block_size, self.device)
-        runner = getattr(self, "runner", None)  # the engine's forward backend, where it has one
-        if runner is not None:
-            return runner.forward(seq.kv, input_ids, positions, mask, past)[0]
-        return self.model(input_ids, positions, attn_mask=mask, kv=seq.kv, kv_start=past)[0]
+        return self.runner.forward(seq.kv, input_ids, positions, mask, past)[0]
 
     def _load_cached_blocks(self, seq: Sequence, aligned_prompt: list[int]) -> int:
-        """Copy the longest cached prefix that ends on both the page and the block grid.
+        """Copy the longest cached prefix (whole pages, so whole blocks).
 
         At least one block is left to prefill, so the last prompt block's output is computed.
         """
         if not self.options.use_prefix_cache or len(aligned_prompt) <= self.block_size:
             return 0
-        page = self.options.page_size
-        unit = math.lcm(page, self.block_size)
+        page = self.cache.page_size
         match = self.cache.match(aligned_prompt)
-        n = min(len(match.pages) * page, len(aligned_prompt) - self.block_size) // unit * unit
+        n = min(len(match.pages) * page, len(aligned_prompt) - self.block_size) // page * page
         if n == 0:
             return 0
         stacked = torch.cat(match.pages[: n // page], dim=3)  # [layers, 2, kv_heads, n, head_dim]

@@ -12,18 +12,24 @@ draft (`LookupAgreement`).
 
 from __future__ import annotations
 
+import secrets
 import time
+from dataclasses import replace
 
 import torch
 
 import kernels
 from decoder.engine import Engine, PrefillInterrupted, Sequence
-from decoder.generation import GenerationControl, GenerationParams, GenerationResult
+from decoder.generation import GenerationControl, GenerationParams, GenerationResult, fit_allowed
 from decoder.lookup import PromptLookup
 
 
 class NoMaskTokenError(ValueError):
     """The checkpoint has no mask token, so it can only be used for AR decoding."""
+
+
+class BlockSamplingError(ValueError):
+    """Sampling settings that only AR decoding serves (top-p)."""
 
 
 class _Output:
@@ -92,6 +98,7 @@ def decode_block(
 
         return decode_aligned_blocks(engine, prompt_ids, params, control)  # type: ignore[arg-type]
     params.validate()
+    params = block_sampling(params)
     control = control or GenerationControl()
     if engine.mask_token_id is None:
         raise NoMaskTokenError(
@@ -208,6 +215,19 @@ class LookupAgreement:
         return agree
 
 
+def block_sampling(params: GenerationParams) -> GenerationParams:
+    """`params` as block decoding can serve them. Its noise is a hash of the seed (kernels/), so a sampled
+    request without one gets a fresh seed, as the AR decoder's generator does (else it would be greedy).
+    Top-p would need a sort per position inside the fused denoise step: refused, not silently ignored."""
+    if params.top_p < 1.0:
+        raise BlockSamplingError(
+            "top_p < 1 needs AR decoding (--mode ar): block decoding samples from the full distribution"
+        )
+    if params.temperature > 0 and params.seed is None:
+        return replace(params, seed=secrets.randbits(31))
+    return params
+
+
 def step_seed(params: GenerationParams, forward_passes: int) -> int | None:
     """The sampling seed of one step: the request's seed moved on by the passes so far (fresh noise per step)."""
     return None if params.seed is None else params.seed + forward_passes
@@ -232,12 +252,3 @@ def _current_sub_block(masked: torch.Tensor, sub_block_size: int | None) -> torc
     window = torch.zeros_like(masked)
     window[lo : lo + sub_block_size] = True
     return masked & window
-
-
-def fit_allowed(allowed: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
-    """A token-healing mask as wide as the logits (rows past the tokenizer's vocabulary: not allowed)."""
-    width = logits.shape[-1]
-    allowed = allowed.to(logits.device)[:width]
-    if allowed.shape[0] < width:
-        allowed = torch.cat((allowed, allowed.new_zeros(width - allowed.shape[0])))
-    return allowed

@@ -21,9 +21,12 @@ def weight_files(folder: Path) -> list[Path]:
     index = folder / "model.safetensors.index.json"
     if index.is_file():
         try:
-            names = sorted(set(json.loads(index.read_text())["weight_map"].values()))
-        except (OSError, ValueError, KeyError) as exc:
+            weight_map = json.loads(index.read_text())["weight_map"]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
             raise CheckpointError(f"cannot read {index}: {exc}") from exc
+        if not isinstance(weight_map, dict) or not all(isinstance(n, str) for n in weight_map.values()):
+            raise CheckpointError(f"cannot read {index}: weight_map must map tensor names to file names")
+        names = sorted(set(weight_map.values()))
         files = [folder / n for n in names]
     else:
         files = sorted(folder.glob("*.safetensors"))

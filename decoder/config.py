@@ -67,10 +67,6 @@ class ModelConfig:
                 f"num_key_value_heads ({self.num_key_value_heads})"
             )
 
-    @property
-    def kv_groups(self) -> int:
-        return self.num_attention_heads // self.num_key_value_heads
-
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> ModelConfig:
         model_type = raw.get("model_type", "")

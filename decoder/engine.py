@@ -302,7 +302,7 @@ class Engine:
         if not self.options.use_prefix_cache:
             return 0
         match = self.cache.match(prompt_ids)
-        page = self.options.page_size
+        page = self.cache.page_size
         usable_pages = min(len(match.pages), (len(prompt_ids) - 1) // page)
         if usable_pages == 0:
             return 0
@@ -315,7 +315,7 @@ class Engine:
         return n
 
     def _cache_tokens(self, seq: Sequence) -> None:
-        page = self.options.page_size
+        page = self.cache.page_size
 
         def make_page(i: int) -> Tensor:
             s, e = i * page, (i + 1) * page

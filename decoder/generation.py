@@ -80,13 +80,22 @@ class GenerationControl:
         return None
 
 
+def fit_allowed(allowed: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
+    """A token-healing mask as wide as the logits (rows past the tokenizer's vocabulary: not allowed)."""
+    width = logits.shape[-1]
+    allowed = allowed.to(logits.device)[:width]
+    if allowed.shape[0] < width:
+        allowed = torch.cat((allowed, allowed.new_zeros(width - allowed.shape[0])))
+    return allowed
+
+
 @dataclass
 class GenerationResult:
     mode: str  # "block" or "ar"
     token_ids: list[int]
     text: str
     commit_steps: list[int]  # per generated token: the 1-based forward pass whose output committed it
-    forward_passes: int  # including the prefill pass
+    forward_passes: int  # a prefill counts as one (block mode runs the prompt's uncached tail in its first step)
     prompt_tokens: int
     cached_prompt_tokens: int
     latency_ms: float

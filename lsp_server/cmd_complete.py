@@ -35,8 +35,7 @@ def add_setting_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
-    raw = {"model": args.model, "device": args.device, "dtype": args.dtype}
-    raw["backend"] = getattr(args, "backend", "torch")  # present once the onnx backend option is in
+    raw = {"model": args.model, "device": args.device, "dtype": args.dtype, "backend": args.backend}
     for name in ("explain_model", "block_size", "threshold", "time_budget_ms", "explain_max_tokens", "min_confidence"):
         if getattr(args, name, None) is not None:
             raw[name] = getattr(args, name)

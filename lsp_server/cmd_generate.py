@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from decoder.block_causal_engine import BlockLayoutError
-from decoder.block_decoder import NoMaskTokenError
+from decoder.block_decoder import BlockSamplingError, NoMaskTokenError
 from decoder.engine import BACKENDS
 from decoder.engines import ROUTES, family_params
 from decoder.generation import GenerationControl, GenerationParams
@@ -119,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("the prompt is empty")
     try:
         result = generate(engine, prompt_ids, mode, params, GenerationControl())
-    except (NoMaskTokenError, BlockLayoutError) as exc:
+    except (NoMaskTokenError, BlockLayoutError, BlockSamplingError) as exc:
         raise UserError(str(exc)) from exc
     if args.json:
         record = result.to_json()

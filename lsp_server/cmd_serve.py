@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
         explain_model=args.explain_model,
         device=args.device,
         dtype=args.dtype,
-        backend=getattr(args, "backend", "torch"),
+        backend=args.backend,
     )
     server = create_server(settings)
     if args.tcp:

@@ -41,6 +41,7 @@ class ExplainAnswer:
             "text": self.text,
             **numbers_json(self),
             "truncated_input": self.truncated_input,
+            **self.extra,  # e.g. "remote": the remote server's finish reason, usage and timings
         }
 
 

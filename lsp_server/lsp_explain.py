@@ -20,6 +20,7 @@ from lsp_server.explain import ExplainError
 from lsp_server.positions import PositionError
 from lsp_server.progress import ProgressStream
 from lsp_server.protocol import plain
+from lsp_server.scheduler import CancelToken
 
 if TYPE_CHECKING:
     from lsp_server.server import ParafillServer
@@ -60,6 +61,8 @@ def parse_command_arguments(params: types.ExecuteCommandParams) -> tuple[str, ty
         if len(args) == 1 and isinstance(args[0], dict):
             arg = args[0]
             uri = arg.get("uri") or arg["textDocument"]["uri"]
+            if not isinstance(uri, str):
+                raise TypeError("uri must be a string")
             return uri, _range(arg["range"])
         if len(args) == 2 and isinstance(args[0], str):
             return args[0], _range(args[1])
@@ -111,7 +114,17 @@ async def answer_explain(
         raise
     msg_id = ls.protocol.msg_id
     token = ls.scheduler.token(msg_id)
-    progress = await ProgressStream.open(ls, work_done_token, title="parafill: explain")
+    try:  # from the token's start: a cancel while progress opens (up to seconds) must release it too
+        progress = await ProgressStream.open(ls, work_done_token, title="parafill: explain")
+        return await _explain_with_progress(ls, code, token, progress)
+    finally:
+        ls.scheduler.release(msg_id, token)
+
+
+async def _explain_with_progress(
+    ls: ParafillServer, code: str, token: CancelToken, progress: ProgressStream
+) -> dict[str, Any]:
+    """Run the explanation; every way out ends the client's progress (or its notification spins forever)."""
     progress.on_client_cancel(lambda: token.cancel("cancelled"))
     work = partial(ls.service.explain, code, ls.scheduler.yielding_to_inline(token), progress.push)
     try:
@@ -124,8 +137,9 @@ async def answer_explain(
         progress.end("failed")
         log.warning("explain failed: %s", exc)
         raise RequestFailed(f"parafill cannot explain: {exc}") from exc
-    finally:
-        ls.scheduler.release(msg_id, token)
+    except Exception:
+        progress.end("failed")  # an unexpected error (out of memory, a bug): pygls answers -32603
+        raise
     if answer is None or token.reason is not None:
         progress.end("cancelled")
         ls.service.note("cancelled")

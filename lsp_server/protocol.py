@@ -80,7 +80,7 @@ class ParafillProtocol(LanguageServerProtocol):
             return
         method = getattr(message, "method", None)
         is_request = message.is_request if unreadable else method is not None and hasattr(message, "id")
-        if not self._admit(message, method, is_request):
+        if not self._admit(message, method, is_request, readable=not unreadable):
             return
         if unreadable:
             reason = _first_line(message.error)
@@ -92,13 +92,14 @@ class ParafillProtocol(LanguageServerProtocol):
             return
         super().handle_message(message)
 
-    def _admit(self, message: Any, method: str | None, is_request: bool) -> bool:
-        """The lifecycle gate: nothing but initialize before it, no requests after shutdown."""
+    def _admit(self, message: Any, method: str | None, is_request: bool, readable: bool) -> bool:
+        """The lifecycle gate: nothing but initialize before it, no requests after shutdown. An initialize
+        with invalid params (answered -32602) does not count: the client may send a corrected one."""
         if method == types.INITIALIZE and is_request:
             if self.initialize_seen:
                 self._reply_error(message.id, JsonRpcInvalidRequest("initialize was already received"))
                 return False
-            self.initialize_seen = True
+            self.initialize_seen = readable
         elif not self.initialize_seen and method not in (None, types.EXIT):
             log.warning("%s before initialize: %s", method, "answered -32002" if is_request else "dropped")
             if is_request:

@@ -141,9 +141,9 @@ class CompletionService:
 
     def _routes(self, interrupt: Interrupt | None) -> ModelRoutes:
         """The engines, loading them first if nothing asked for them yet (a client that never sent
-        `initialized`); waits for a load in progress."""
-        if self._settings.enable:
-            self.holder.request(self._settings)  # no-op when these are loaded, loading or failed
+        `initialized`, or inline completions turned off: `enable` only spares the eager load, and an
+        explain still needs the model); waits for a load in progress."""
+        self.holder.request(self._settings)  # no-op when these are loaded, loading or failed
         return self.holder.get(timeout=self.load_wait_s, interrupt=interrupt)
 
     def forget_document(self, uri: str) -> None:

@@ -141,12 +141,13 @@ def _key(name: str) -> str:
 
 
 _BY_KEY = {_key(f.name): f.name for f in fields(Settings)} | _ALIASES
+_DEFAULTS = {f.name: f.default for f in fields(Settings)}
 
 
 def _coerce(name: str, value: Any) -> Any:
     kind, low, high = _RULES[name]
     if value is None and name in _NULLABLE:
-        return None
+        return _DEFAULTS[name]  # not always None: remote_api_key_env names a variable by default
     if kind is bool:
         if not isinstance(value, bool):
             raise ValueError("expected true or false")
@@ -156,7 +157,7 @@ def _coerce(name: str, value: Any) -> Any:
             raise ValueError("expected a string")
         value = value.strip()
         if not value and name in _NULLABLE:
-            return None  # "" means "the default"
+            return _DEFAULTS[name]  # "" means "the default"
         if name in _CHOICES and value not in _CHOICES[name]:
             raise ValueError(f"expected one of {', '.join(_CHOICES[name])}")
         if name == "remote_url" and not value.startswith(("http://", "https://")):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from dataclasses import replace
 
 import pytest
 import torch
@@ -176,14 +177,25 @@ def test_interrupt_stops_between_passes(engine):
     assert res.forward_passes <= 4
 
 
-def test_sampling_is_reproducible_with_a_seed(engine):
+@pytest.mark.parametrize("mode", ["ar", "block"])
+def test_sampling_is_reproducible_with_a_seed_and_random_without(engine, mode):
     ids = engine.tokenizer.encode(PROMPT)
-    for mode in ("ar", "block"):
-        p = GenerationParams(max_new_tokens=16, block_size=4, temperature=1.0, top_p=0.9, seed=7)
-        a, b = generate(engine, ids, mode, p), generate(engine, ids, mode, p)
-        assert a.token_ids == b.token_ids
-        c = generate(engine, ids, mode, GenerationParams(max_new_tokens=16, block_size=4, temperature=1.0, seed=8))
-        assert c.token_ids != a.token_ids
+    top_p = 0.9 if mode == "ar" else 1.0
+    p = GenerationParams(max_new_tokens=16, block_size=4, temperature=1.0, top_p=top_p, seed=7)
+    a, b = generate(engine, ids, mode, p), generate(engine, ids, mode, p)
+    assert a.token_ids == b.token_ids
+    c = generate(engine, ids, mode, replace(p, seed=8))
+    assert c.token_ids != a.token_ids
+    # No seed: a fresh one per request (block decoding's noise is a hash of the seed; it was greedy without).
+    unseeded = {tuple(generate(engine, ids, mode, replace(p, seed=None)).token_ids) for _ in range(3)}
+    greedy = tuple(generate(engine, ids, mode, GenerationParams(max_new_tokens=16, block_size=4)).token_ids)
+    assert len(unseeded) > 1 and unseeded != {greedy}
+
+
+def test_block_decoding_refuses_top_p_instead_of_ignoring_it(engine):
+    ids = engine.tokenizer.encode(PROMPT)
+    with pytest.raises(ValueError, match="top_p < 1 needs AR decoding"):
+        generate(engine, ids, "block", GenerationParams(max_new_tokens=4, temperature=1.0, top_p=0.9))
 
 
 def test_checkpoint_without_mask_token_is_ar_only(tmp_path):

@@ -17,6 +17,7 @@ from decoder.prompts import (
     heal_indentation,
     stop_before_closing_quotes,
 )
+from tests.tiny_models import train_tiny_tokenizer, write_tiny_qwen2
 
 
 @pytest.fixture(scope="module")
@@ -104,6 +105,16 @@ def test_infill_output_starts_after_the_healed_text(engine):
     first = engine.tokenizer.token_texts[res.generation.token_ids[0]]
     assert first.startswith(res.healed_text)
     assert engine.tokenizer.decode(res.generation.token_ids).startswith(res.healed_text + res.text)
+
+
+@pytest.mark.parametrize("mode", ["ar", "block"])
+def test_healing_works_when_the_model_has_more_rows_than_the_tokenizer(tmp_path, mode):
+    # Checkpoints pad their vocabulary (Qwen: 151,665 tokens, 151,936 rows): the healing mask must be widened.
+    width = train_tiny_tokenizer().get_vocab_size() + 16
+    padded = Engine.from_folder(write_tiny_qwen2(tmp_path / "padded", vocab_size=width))
+    assert padded.model.config.vocab_size == width
+    res = infill(padded, "class Stack:\n    def push(self, item):\n        self.ite", "\n", mode, GenerationParams(8))
+    assert res.healed_text and padded.tokenizer.token_texts[res.generation.token_ids[0]].startswith(res.healed_text)
 
 
 def test_text_stop_rules():

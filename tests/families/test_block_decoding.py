@@ -90,6 +90,21 @@ def test_block_causal_prefix_cache_reuses_whole_blocks_only(replica):
     assert edited.token_ids == edited_cold.token_ids
 
 
+def test_block_causal_cache_never_joins_pages_of_different_requests(replica):
+    # Blocks of 32 over a 16-token page option. B shares only its first 16 tokens with A, so on 16-token pages
+    # a repeat of B would match A's first page (keys computed with A's tokens 16-31 of the same block) joined
+    # to B's second page: wrong KV. Whole-block pages keep each page's KV on its own path.
+    cached = open_family_engine(replica("fast_dllm_v2_1_5b"), EngineOptions(use_prefix_cache=True, page_size=16))
+    uncached = open_family_engine(replica("fast_dllm_v2_1_5b"), EngineOptions(use_prefix_cache=False))
+    a = _prompt(cached, 96)
+    b = a[:16] + [token + 1 for token in a[16:]]
+    for prompt in (a, b):
+        cached.finish(cached.start(prompt, reserve=8))
+    warm, cold = cached.start(b, reserve=8), uncached.start(b, reserve=8)
+    assert warm.cached_prompt_tokens == 64  # B's own two blocks; the last block is prefilled
+    torch.testing.assert_close(cached.next_token_logits(warm), uncached.next_token_logits(cold), rtol=0, atol=1e-5)
+
+
 def test_ar_decoding_is_refused_on_a_block_causal_layout(sdar):
     with pytest.raises(BlockLayoutError, match="block-causal"):
         generate(sdar, _prompt(sdar, 32), "ar", GenerationParams(max_new_tokens=4))

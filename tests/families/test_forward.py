@@ -77,6 +77,10 @@ def test_untied_checkpoint_without_head_and_missing_shard_fail_clearly(replica, 
         (broken / f).write_bytes((sharded / f).read_bytes())
     with pytest.raises(CheckpointError, match="shards listed in the index are missing"):
         load_model(broken)
+    for bad_index in ('{"weight_map": ["model-00001-of-00002.safetensors"]}', "[1]", '{"weight_map": {"x": 3}}'):
+        (broken / "model.safetensors.index.json").write_text(bad_index)
+        with pytest.raises(CheckpointError, match=r"cannot read .*index"):
+            load_model(broken)
 
 
 def test_unsupported_architecture_names_what_is_missing(tmp_path):

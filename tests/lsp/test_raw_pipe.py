@@ -64,6 +64,9 @@ async def test_malformed_messages_before_initialize_and_after_shutdown(tiny_mode
         assert (await c.response(1))["error"]["code"] == -32002
         c.send({"method": "textDocument/didOpen", "params": {}})
 
+        # an initialize with invalid params is answered -32602 and does not count: a corrected one follows
+        c.send({"id": 20, "method": "initialize", "params": {"processId": "nope", "capabilities": {}}})
+        assert (await c.response(20))["error"]["code"] == -32602
         c.send({"id": 2, "method": "initialize", "params": {"capabilities": {}, "initializationOptions": {}}})
         assert "capabilities" in (await c.response(2))["result"]
         c.send({"method": "initialized", "params": {}})

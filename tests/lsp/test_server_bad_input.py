@@ -62,6 +62,9 @@ async def test_bad_requests_get_errors_or_empty_answers_and_the_server_keeps_ser
         with pytest.raises(JsonRpcInvalidParams):
             params = types.ExecuteCommandParams(command="parafill.explain", arguments=[42])
             await s.request(types.WORKSPACE_EXECUTE_COMMAND, params)
+        with pytest.raises(JsonRpcInvalidParams):  # the object form with a uri that is not a string
+            params = types.ExecuteCommandParams(command="parafill.explain", arguments=[{"uri": [1], "range": rng}])
+            await s.request(types.WORKSPACE_EXECUTE_COMMAND, params)
 
         binary = doc_uri("blob.bin")
         s.open(binary, "PK\x03\x04\x00\x00binary\x00")

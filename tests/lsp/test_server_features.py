@@ -108,6 +108,22 @@ async def test_explain_streams_progress_reports_then_the_full_text(shared):
     assert result["text"] and sum(e["kind"] == "report" for e in created) >= 2
 
 
+async def test_explain_loads_the_model_when_inline_completions_are_off(tiny_model_dir):
+    # `enable: false` turns ghost text off and spares the eager load; an explain still gets the model.
+    session = await Session().start(tiny_options(tiny_model_dir, enable=False))
+    try:
+        uri = doc_uri("disabled.py")
+        session.open(uri, SAMPLE.read_text())
+        assert (await session.stats())["model"]["state"] == "idle"
+        assert await session.inline(uri, *position_of(SAMPLE.read_text(), 40)) == []
+        answer = await session.request("parafill/explain", _explain_params(uri, "off-1"))
+        assert answer["text"] and answer["route"] == "ar"
+        assert [e["kind"] for t, e in session.progress if t == "off-1"][-1] == "end"
+        assert (await session.stats())["model"]["state"] == "ready"
+    finally:
+        await session.stop()
+
+
 async def test_an_explanation_that_loops_is_ended_there(shared):
     uri = doc_uri("loop.py")
     shared.open(uri, SAMPLE.read_text())

@@ -57,3 +57,11 @@ def test_settings_accept_camel_and_snake_case_under_a_section_and_keep_bad_value
     assert parse_settings({"minConfidence": 1.5})[0].min_confidence == Settings().min_confidence == 0.0
     too_many, warned = parse_settings({"lookupTokens": 65})
     assert too_many.lookup_tokens == Settings().lookup_tokens == 8 and warned
+
+
+def test_null_or_empty_means_the_default_even_where_the_default_is_not_none():
+    configured, _ = parse_settings({"remoteApiKeyEnv": "MY_KEY", "model": "/m"})
+    for cleared in (None, ""):
+        settings, warnings = parse_settings({"remoteApiKeyEnv": cleared, "model": cleared}, configured)
+        assert not warnings and settings.model is None
+        assert settings.remote_api_key_env == Settings().remote_api_key_env == "PARAFILL_REMOTE_API_KEY"

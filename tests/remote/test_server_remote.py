@@ -58,6 +58,7 @@ async def test_explain_streams_from_the_remote_chat_endpoint(session, fake):
     answer = await session.request("parafill/explain", _explain_params(uri, "remote-1"))
     assert answer["route"] == "remote" and answer["text"] == "".join(fake.pieces)
     assert answer["forward_passes"] == 0 and answer["stop_reason"] == "stop_token"
+    assert answer["remote"]["finish_reason"] == "stop" and answer["remote"]["chunks"] == len(fake.pieces)
     events = [v for t, v in session.progress if t == "remote-1"]
     streamed = "".join(e.get("message", "") for e in events if e["kind"] == "report")
     assert streamed == answer["text"] and sum(e["kind"] == "report" for e in events) >= 2

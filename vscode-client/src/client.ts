@@ -29,6 +29,7 @@ const MAX_RESTARTS = 4;
 const STATS_REQUEST = 'parafill/stats';
 const RESTART_WINDOW_MS = 3 * 60 * 1000;
 const STDERR_TAIL_LINES = 40;
+const IDLE_POLLS = 8; // about 10 s of polls (250 ms doubling to 2 s) while the model state is `idle`
 
 export class ParafillClient implements vscode.Disposable {
   private client: LanguageClient | undefined;
@@ -190,7 +191,9 @@ export class ParafillClient implements vscode.Disposable {
     if (this.modelTimer) {
       clearTimeout(this.modelTimer);
     }
-    const poll = async (delayMs: number): Promise<void> => {
+    // `idle` is brief after a start (the load begins on `initialized`) but lasts when inline completions are off
+    // or a remote server answers every route: give up on it after a few polls rather than poll forever.
+    const poll = async (delayMs: number, idlePollsLeft: number): Promise<void> => {
       if (!client || this.client !== client || client.state !== State.Running) {
         return;
       }
@@ -205,11 +208,13 @@ export class ParafillClient implements vscode.Disposable {
         return;
       }
       this.status.setModelState(model.state, model.error ?? undefined, model.folder, model.device);
-      if (model.state === 'loading' || model.state === 'idle') {
-        this.modelTimer = setTimeout(() => void poll(Math.min(delayMs * 2, 2000)), delayMs);
+      const idle = model.state === 'idle';
+      if (model.state === 'loading' || (idle && idlePollsLeft > 0)) {
+        const next = idle ? idlePollsLeft - 1 : idlePollsLeft;
+        this.modelTimer = setTimeout(() => void poll(Math.min(delayMs * 2, 2000), next), delayMs);
       }
     };
-    void poll(250);
+    void poll(250, IDLE_POLLS);
   }
 
   private onClosed(): CloseHandlerResult {

@@ -89,7 +89,10 @@ export class ExplainController implements vscode.Disposable {
       );
     } catch (err) {
       if (cts.token.isCancellationRequested) {
-        this.channel.append('\n\n_(cancelled)_\n');
+        // Superseded by a newer explain: the channel is that one's now, so say nothing in it.
+        if (this.current === cts) {
+          this.channel.append('\n\n_(cancelled)_\n');
+        }
         return undefined;
       }
       const message = err instanceof Error ? err.message : String(err);
@@ -103,10 +106,6 @@ export class ExplainController implements vscode.Disposable {
       }
       cts.dispose();
     }
-  }
-
-  cancel(): void {
-    this.current?.cancel();
   }
 
   dispose(): void {

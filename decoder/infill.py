@@ -118,9 +118,12 @@ def infill(
         return text[len(healed) :] if text.startswith(healed) else text
 
     def stop_at(ids: list[int]) -> int | None:
-        if stop_rule is None or stop_rule(completion_text(ids)) is None:
+        if stop_rule is None or (cut := stop_rule(completion_text(ids))) is None:
             return None
-        return len(ids)  # keep the tokens; the text is cut below
+        # Keep the tokens that make up the kept text; the last one may run past the cut (a newline merged with
+        # the next line's indentation), and the text is cut below. Tokens after it, decoded in the same pass
+        # (a block step commits several), are not part of the completion: they are neither returned nor counted.
+        return next(k for k in range(len(ids) + 1) if len(completion_text(ids[:k])) >= cut)
 
     control = replace(control or GenerationControl(), first_token_allowed=prompt.first_token_allowed, stop_at=stop_at)
     result = generate(engine, prompt.ids, mode, params, control)

@@ -98,7 +98,8 @@ def run_config(
         "edit_similarity": round(mean(es), 4) if es else None,
         # Standard error of the mean edit similarity: differences well inside ~2 of these are noise.
         "edit_similarity_se": round(statistics.stdev(es) / math.sqrt(len(es)), 4) if len(es) > 1 else None,
-        # Generated tokens per forward pass, the prefill counted as one pass per request.
+        # Tokens of the completion per forward pass, the prefill counted as one pass per request. Tokens decoded
+        # past the stop rule's cut (a block step commits several at once) are not part of it and not counted.
         "tokens_per_forward": round(tokens / max(1, passes), 4),
         "ar_ness_leftmost_fraction": round(mean(arness), 4) if arness else None,
         "ar_ness_kendall_tau": round(mean(taus), 4) if taus else None,
@@ -123,14 +124,28 @@ def _explain(engine: Engine, task: ExplainTask, mode: str, params: GenerationPar
     return first_line, gen
 
 
+def equal_shares(lengths: list[int], budget: int) -> list[int]:
+    """How much of each length to take so that the takes sum to at most `budget`, as equal as the lengths
+    allow: the shortest are taken whole when their share covers them, and what they leave goes to the rest."""
+    shares = [0] * len(lengths)
+    for done, i in enumerate(sorted(range(len(lengths)), key=lengths.__getitem__)):
+        shares[i] = min(lengths[i], budget // (len(lengths) - done))
+        budget -= shares[i]
+    return shares
+
+
 def bits_per_byte(engine: Engine, texts: list[str], max_tokens: int = 40_000, window: int = 512) -> float:
-    """Causal next-token cross-entropy in bits per UTF-8 byte over `texts` (up to `max_tokens`)."""
+    """Causal next-token cross-entropy in bits per UTF-8 byte over `texts`, `max_tokens` in all.
+
+    Every text gets an equal share of the budget (the first tokens of each; a short text's unused share goes
+    to the others), so one long file, such as a table of HTML entities, cannot stand for the whole set."""
     model, tok = engine.model, engine.tokenizer
     eot = tok.special.end_of_text
-    nll_bits, n_bytes, n_tokens = 0.0, 0, 0
+    encoded = [tok.encode(text) for text in texts]
+    nll_bits, n_bytes = 0.0, 0
     with torch.inference_mode():
-        for text in texts:
-            ids = tok.encode(text)[: max(0, max_tokens - n_tokens)]
+        for ids, share in zip(encoded, equal_shares([len(ids) for ids in encoded], max_tokens), strict=True):
+            ids = ids[:share]
             if len(ids) < 2:
                 continue
             ids = [eot, *ids] if eot is not None else ids
@@ -141,7 +156,4 @@ def bits_per_byte(engine: Engine, texts: list[str], max_tokens: int = 40_000, wi
                 nll = torch.nn.functional.cross_entropy(logits[0], chunk[0, 1:], reduction="sum")
                 nll_bits += float(nll) / math.log(2)
             n_bytes += len(tok.decode(ids[1:] if eot is not None else ids).encode("utf-8"))
-            n_tokens += len(ids)
-            if n_tokens >= max_tokens:
-                break
     return nll_bits / n_bytes if n_bytes else float("nan")

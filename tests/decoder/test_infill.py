@@ -154,18 +154,25 @@ def test_completion_stop_rule_also_cuts_loops_within_a_line():
 
 
 def test_single_line_infill_stops_generation_at_the_newline(engine):
-    res = infill(
-        engine,
-        "for i in range(10):\n    print(",
-        "\n",
-        "ar",
-        GenerationParams(max_new_tokens=48),
-        stop_rule=stop_at_line_end,
-        token_healing=False,
-    )
-    assert "\n" not in res.text
-    if res.generation.stop_reason == "stop_rule":
-        assert len(res.generation.token_ids) < 48
+    # A prompt after which this tiny model's free-running text crosses a line end.
+    args = (engine, "    return self.", "\n", "ar", GenerationParams(max_new_tokens=48))
+    free = infill(*args, stop_rule=None, token_healing=False)
+    free_text = engine.tokenizer.decode(free.generation.token_ids)
+    assert "\n" in free_text
+    res = infill(*args, stop_rule=stop_at_line_end, token_healing=False)
+    assert res.generation.stop_reason == "stop_rule"
+    assert len(res.generation.token_ids) < len(free.generation.token_ids)  # generation stopped, not just the text
+    assert res.text == free_text[: free_text.index("\n")]
+
+
+def test_tokens_decoded_past_the_stop_are_not_part_of_the_completion(engine):
+    # Threshold 0: a block step commits its whole block at once, the line end and whatever follows it.
+    params = GenerationParams(max_new_tokens=48, block_size=8, threshold=0.0)
+    res = infill(engine, "    return self.", "\n", "block", params, stop_rule=stop_at_line_end, token_healing=False)
+    gen = res.generation
+    assert gen.stop_reason == "stop_rule" and engine.tokenizer.decode(gen.token_ids).startswith(res.text)
+    assert len(engine.tokenizer.decode(gen.token_ids[:-1])) < len(res.text)  # every kept token makes the text
+    assert len(gen.token_ids) == len(gen.commit_steps) == len(gen.token_confidences)
 
 
 def test_fim_needs_fim_tokens(engine, monkeypatch):

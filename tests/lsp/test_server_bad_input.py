@@ -47,7 +47,8 @@ async def test_bad_requests_get_errors_or_empty_answers_and_the_server_keeps_ser
         s.open(emoji, 'x = "😀"\n')
         assert await s.inline(emoji, 99, 0) == []  # line out of range
         assert await s.inline(emoji, 0, 6) == []  # between the two UTF-16 halves of the emoji
-        assert isinstance(await s.inline(emoji, 0, 999), list)  # past the line end: the end (LSP rule)
+        past_end = await s.inline(emoji, 0, 999)  # past the line end: the end of the line (LSP rule)
+        assert past_end and all(item.range.start == types.Position(0, 8) for item in past_end)
 
         bad_params = {"textDocument": {"uri": good}, "position": {"line": -1, "character": "x"}, "context": {}}
         with pytest.raises(JsonRpcInvalidParams):

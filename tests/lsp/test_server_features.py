@@ -52,6 +52,8 @@ async def test_min_confidence_holds_back_unsure_ghost_text(shared):
             types.DidChangeConfigurationParams(settings={"parafill": {"minConfidence": 0.0}})
         )
     assert held_back == []  # no token of a random tiny model is certain
+    last = (await shared.stats())["last"]["inline"]
+    assert last["stop_reason"] == "low_confidence" and last["forward_passes"] > 0  # decoded, then held back
 
 
 async def test_utf8_positions_when_the_client_offers_only_utf8(tiny_model_dir):
@@ -166,10 +168,11 @@ async def test_explain_can_be_cancelled_and_its_work_stops(shared):
     before = await shared.stats()
     msg_id = shared.next_id()
     pending = shared.send("parafill/explain", _explain_params(uri, "explain-c"), msg_id)
-    for _ in range(1000):
+    for _ in range(3000):
         if any(v["kind"] == "report" for t, v in shared.progress if t == "explain-c"):
             break
         await asyncio.sleep(0.01)
+    assert any(v["kind"] == "report" for t, v in shared.progress if t == "explain-c"), "never started decoding"
     shared.cancel(msg_id)
     with pytest.raises(JsonRpcRequestCancelled):
         await asyncio.wait_for(pending, 30)

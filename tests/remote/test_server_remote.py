@@ -10,7 +10,7 @@ import asyncio
 import pytest
 import pytest_asyncio
 from lsprotocol import types
-from pygls.exceptions import JsonRpcRequestCancelled
+from pygls.exceptions import JsonRpcException, JsonRpcRequestCancelled
 
 pytest.importorskip("httpx")
 
@@ -111,8 +111,9 @@ async def test_remote_error_answers_request_failed(session, fake):
     try:
         uri = doc_uri("remote_error.py")
         session.open(uri, SAMPLE.read_text())
-        with pytest.raises(Exception, match="500"):
+        with pytest.raises(JsonRpcException, match="500") as failed:
             await session.request("parafill/explain", _explain_params(uri, "remote-e"))
+        assert failed.value.code == -32803  # RequestFailed, not an internal error
     finally:
         fake.status = 200
 

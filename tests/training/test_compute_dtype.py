@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from decoder.compute_dtype import cpu_has_native_bf16, resolve_compute_dtype
+from decoder.compute_dtype import cpu_has_native_bf16, native_bf16_from_cpuinfo, resolve_compute_dtype
 from decoder.training.trainer import Trainer
 from tests.training.test_train import tiny_cfg
 
@@ -24,6 +24,28 @@ def test_auto_is_bf16_on_cuda_and_on_native_bf16_cpus_only() -> None:
     assert resolve_compute_dtype("bf16", "cpu") == "bf16"
     with pytest.raises(ValueError, match="fp16"):
         resolve_compute_dtype("fp16", "cpu")
+
+
+SKYLAKE_SP = "flags\t\t: fpu sse2 avx avx2 fma avx512f avx512dq avx512cd avx512bw avx512vl avx512_vnni\n"
+ZEN4 = "flags\t\t: fpu sse2 avx avx2 fma avx512f avx512dq avx512bw avx512vl avx512_bf16 avx512_vnni\n"
+SAPPHIRE_RAPIDS = "flags\t\t: avx2 avx512f avx512bw avx512vl amx_bf16 amx_tile amx_int8\n"
+NEOVERSE_V1 = "processor\t: 0\nFeatures\t: fp asimd evtstrm aes sha2 crc32 atomics asimddp sve bf16 i8mm\n"
+NEOVERSE_N1 = "processor\t: 0\nFeatures\t: fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics asimddp\n"
+AVX2_EPYC = "processor\t: 0\nflags\t\t: fpu sse2 avx avx2 fma bmi2\n\n" * 2
+
+
+def test_native_bf16_is_read_from_the_cpu_flags_not_from_avx512() -> None:
+    # AVX512 without AVX512-BF16 emulates bf16 (oneDNN calls it supported): not native.
+    assert native_bf16_from_cpuinfo(SKYLAKE_SP) is False
+    assert native_bf16_from_cpuinfo(AVX2_EPYC) is False
+    assert native_bf16_from_cpuinfo(NEOVERSE_N1) is False
+    assert native_bf16_from_cpuinfo(ZEN4) is True
+    assert native_bf16_from_cpuinfo(SAPPHIRE_RAPIDS) is True
+    assert native_bf16_from_cpuinfo(NEOVERSE_V1) is True
+    assert native_bf16_from_cpuinfo("model name\t: something\n") is None  # no flags: oneDNN decides
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.is_file() and (here := native_bf16_from_cpuinfo(cpuinfo.read_text(errors="replace"))) is not None:
+        assert cpu_has_native_bf16() is here
 
 
 def test_trainer_resolves_auto_and_the_run_records_what_ran(tiny_corpus: Path, tmp_path: Path) -> None:

@@ -29,11 +29,13 @@ EXPLAIN_CODE = SPECIAL_IDS["<|explain_code|>"]
 
 
 def newline_table(tokenizer) -> np.ndarray:
-    """bool[vocab]: token's text ends with a newline (a line boundary follows it)."""
+    """bool[vocab]: the token holds a newline, so a line's code starts after it. Byte-level BPE merges a newline
+    with the next line's indentation but one space ("\n   " then " return"), so a cut after such a token is
+    an indented line start, as token healing sees a cursor after indentation (it backs off one space)."""
     vocab = tokenizer.get_vocab_size()
     out = np.zeros(vocab, dtype=bool)
     for i in range(vocab):
-        out[i] = tokenizer.decode([i], skip_special_tokens=True).endswith("\n")
+        out[i] = "\n" in tokenizer.decode([i], skip_special_tokens=True)
     return out
 
 
@@ -113,7 +115,8 @@ class Batcher:
         n = int(eots[0]) if len(eots) else L - 4
         if n < 8:
             return window
-        piece, tail = window[:n], window[n : L - 4]
+        # The piece's own <|endoftext|> (at n) is replaced by the one after the middle: the row keeps one.
+        piece, tail = window[:n], window[n + 1 : L - 3]
         if rng.random() < self.mix.line_fim_rate:
             bounds = np.concatenate(([0], np.flatnonzero(self.newline[piece]) + 1))
             bounds = bounds[bounds < n]

@@ -24,6 +24,9 @@ from decoder.families import THRESHOLD_FIELD, family_of
 from decoder.generation import decoder_label
 from decoder.training.corpus import heldout_entries
 
+# Git hosts refuse files over 100 MB; the GPU recipe's 20-50M-parameter models are 38-100 MB in fp16.
+MAX_MODEL_MB = 95.0
+
 SHIPPED = (
     *("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"),
     *("README.md", "training.json", "training_curve.png"),
@@ -34,7 +37,7 @@ def ship(
     export_dir: str | Path,
     dest: str | Path,
     corpus_dir: str | Path | None = None,
-    max_mb: float = 30.0,
+    max_mb: float = MAX_MODEL_MB,
     evaluation: str | None = None,
     threshold: float | None = None,
 ) -> Path:
@@ -90,13 +93,15 @@ def refuse_regressions(
 ) -> None:
     """Exit (status 1) when the new model is worse than the shipped one on the rows users get: AR, and the
     new served block configuration against `previous_config` (the one served so far), on completion tasks.
-    Reports that cannot be paired (other tasks, no per-task scores) and judged rows missing from either report
-    give a warning."""
+    Reports that cannot be paired (other tasks, no per-task scores) exit too: nothing shows the new model is
+    not worse. Judged rows missing from either report give a warning."""
     try:
         judgement = regressions(previous, report, None if choice is None else choice.config, previous_config)
     except ReportMismatch as exc:
-        print(f"ship: cannot compare with the previous report task by task ({exc})", file=sys.stderr)
-        return
+        raise SystemExit(
+            f"ship: cannot compare with the previous report task by task ({exc}); measure both models with the "
+            "same eval command, or ship anyway with --allow-worse"
+        ) from exc
     for reason in judgement.unjudged:
         print(f"ship: not judged: {reason}", file=sys.stderr)
     if judgement.worse:
@@ -113,6 +118,7 @@ if __name__ == "__main__":
     p.add_argument("--previous-eval", help="the same for the model it replaces (shown in brackets)")
     p.add_argument("--eval-command", default="parafill eval", help="the command that made the reports")
     p.add_argument("--eval-note", default="", help="a sentence on how it was measured (machine, load)")
+    p.add_argument("--max-mb", type=float, default=MAX_MODEL_MB, help="refuse weights larger than this (MB)")
     p.add_argument(
         "--allow-worse",
         action="store_true",
@@ -128,4 +134,7 @@ if __name__ == "__main__":
             refuse_regressions(previous, report, choice, served_config(a.dest))
         section = eval_section(report, previous, a.eval_command, a.eval_note, choice)
     threshold = None if choice is None else choice.threshold
-    print(ship(a.export_dir, a.dest, a.corpus, evaluation=section, threshold=threshold))
+    try:
+        print(ship(a.export_dir, a.dest, a.corpus, max_mb=a.max_mb, evaluation=section, threshold=threshold))
+    except ValueError as exc:
+        raise SystemExit(f"ship: {exc}") from None

@@ -38,6 +38,7 @@ def save_checkpoint(
     opt: torch.optim.Optimizer,
     meta: dict[str, Any],
     np_rng: np.random.Generator,
+    noise: torch.Generator | None = None,
 ) -> None:
     folder = Path(folder)
     tmp = folder.with_name(folder.name + ".tmp")
@@ -51,6 +52,8 @@ def save_checkpoint(
     rng = {"torch_cpu": torch.get_rng_state()}
     if torch.cuda.is_available():
         rng["torch_cuda"] = torch.cuda.get_rng_state()
+    if noise is not None:  # the objective's masking noise: a resumed run draws what the run would have
+        rng["noise"] = noise.get_state()
     save_file(opt_tensors, str(tmp / "optimizer.safetensors"))
     save_file(rng, str(tmp / "rng.safetensors"))
     body = {
@@ -69,9 +72,14 @@ def save_checkpoint(
 
 
 def load_checkpoint(
-    folder: str | Path, model: CausalLM, opt: torch.optim.Optimizer | None, np_rng: np.random.Generator | None
+    folder: str | Path,
+    model: CausalLM,
+    opt: torch.optim.Optimizer | None,
+    np_rng: np.random.Generator | None,
+    noise: torch.Generator | None = None,
 ) -> dict[str, Any]:
-    """Restore weights (and optimizer, RNG) in place; returns state.json's content."""
+    """Restore weights (and optimizer, RNG) in place; returns state.json's content (with "noise_restored":
+    whether `noise` got its saved state; checkpoints from before it was saved have none)."""
     folder = Path(folder)
     body = json.loads((folder / "state.json").read_text())
     weights = load_file(str(folder / "model.safetensors"))
@@ -91,4 +99,7 @@ def load_checkpoint(
         torch.cuda.set_rng_state(rng["torch_cuda"])
     if np_rng is not None:
         np_rng.bit_generator.state = body["numpy_rng"]
+    body["noise_restored"] = noise is not None and "noise" in rng
+    if body["noise_restored"]:
+        noise.set_state(rng["noise"])
     return body

@@ -218,9 +218,17 @@ class Trainer:
         self.metrics: dict[str, Any] = {}
         self.stage_stats: dict[str, dict[str, float]] = {}  # per stage: steps, tokens, seconds (throughput)
         self.history: list[dict[str, Any]] = []
-        ckpt = self.run / "checkpoint"
-        if cfg.resume and ckpt.is_dir():
-            body = load_checkpoint(ckpt, self.model, self.opt, self.np_rng)
+        self.gen = torch.Generator(device=self.device)
+        self.gen.manual_seed(cfg.seed)
+        if cfg.resume:
+            ckpt = self.run / "checkpoint"
+            if not ckpt.is_dir() and (self.run / "checkpoint.old").is_dir():
+                ckpt = self.run / "checkpoint.old"  # a save stopped between its two renames
+            if not ckpt.is_dir():
+                raise FileNotFoundError(f"--resume: {self.run} has no checkpoint to resume from")
+            body = load_checkpoint(ckpt, self.model, self.opt, self.np_rng, self.gen)
+            if not body["noise_restored"]:
+                self.gen.manual_seed(cfg.seed + body["step"])  # an older checkpoint: fresh noise, as it was then
             self.step, self.tokens, self.elapsed = body["step"], body["tokens"], body["elapsed"]
             self.metrics, self.history = body.get("metrics", {}), body.get("history", [])
             self.lineage = body.get("lineage", self.lineage)
@@ -230,8 +238,6 @@ class Trainer:
         if cfg.compile:
             self.fwd = torch.compile(self.model)
         self.autocast_dtype = torch.bfloat16 if cfg.dtype == "bf16" else None
-        self.gen = torch.Generator(device=self.device)
-        self.gen.manual_seed(cfg.seed + self.step)
 
     # ------------------------------------------------------------------------------------------ utils
 
@@ -364,7 +370,7 @@ class Trainer:
         }
 
     def save_checkpoint(self) -> None:
-        save_checkpoint(self.run / "checkpoint", self.model, self.opt, self.meta(), self.np_rng)
+        save_checkpoint(self.run / "checkpoint", self.model, self.opt, self.meta(), self.np_rng, self.gen)
 
     def export(self, folder: str | Path) -> Path:
         """HF model folder: config.json (+mask_token_id), fp16 safetensors, tokenizer, model card."""

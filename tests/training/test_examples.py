@@ -58,6 +58,30 @@ def test_fim_rearrangement_preserves_the_text(tiny_corpus: Path) -> None:
         assert tok.decode(rebuilt.tolist()) == tok.decode(window[: len(rebuilt)].tolist())
 
 
+def test_line_fim_cuts_at_indented_line_starts_too(tiny_corpus: Path) -> None:
+    _, tok = make(tiny_corpus)
+    table = newline_table(tok)
+    ids = tok.encode("class A:\n    def f(self):\n        return 1\n").ids
+    starts = {len(tok.decode(ids[: k + 1])) for k in range(len(ids)) if table[ids[k]]}
+    text = tok.decode(ids)
+    # After each newline: the line's code, or the last space of its indentation (token healing backs off one).
+    for line_start in (i + 1 for i, ch in enumerate(text) if ch == "\n" and i + 1 < len(text)):
+        code = line_start + len(text[line_start:]) - len(text[line_start:].lstrip(" "))
+        assert {code, code - 1} & starts, repr(text[line_start : code + 8])
+
+
+def test_fim_rows_hold_one_end_of_text_where_the_document_had_one(tiny_corpus: Path) -> None:
+    batcher, _ = make(tiny_corpus, fim_rate=1.0, explain_rate=0.0, line_fim_rate=0.0)
+    text = np.asarray(batcher.docs[:5_000], dtype=np.int64)
+    text = text[text != EOT]
+    window = np.concatenate([text[:30], [EOT], text[100:133]])  # a 30-token document, then the next one
+    for _ in range(20):
+        row = batcher.fim(window)
+        assert row[0] in (FIM_PREFIX, FIM_SUFFIX) and len(row) == 64
+        assert int((row == EOT).sum()) == 1  # after the middle, as the document's end; not twice in a row
+        assert row[int(np.flatnonzero(row == EOT)[0]) + 1] == text[100]  # then the next document
+
+
 def test_explain_rows_start_at_an_example_and_fit(tiny_corpus: Path) -> None:
     batcher, tok = make(tiny_corpus, explain_rate=1.0)
     row = batcher.row()

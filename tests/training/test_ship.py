@@ -45,6 +45,14 @@ def test_ship_copies_inference_files_and_writes_the_eval_table(tiny_corpus: Path
     refused = subprocess.run([*cmd, "--previous-eval", str(tmp_path / "better.json")], cwd=REPO, capture_output=True)
     assert refused.returncode == 1 and not dest.exists()
     assert "worse than the one it replaces" in refused.stderr.decode() and " line ar " in refused.stderr.decode()
+    # Reports of other tasks cannot be paired: nothing shows the new model is not worse, so it is refused too.
+    other = json.loads(report_path.read_text())
+    other["task_names"]["line"] = [f"elsewhere.py:{i}" for i in range(len(other["task_names"]["line"]))]
+    (tmp_path / "other.json").write_text(json.dumps(other))
+    unpaired = subprocess.run([*cmd, "--previous-eval", str(tmp_path / "other.json")], cwd=REPO, capture_output=True)
+    assert unpaired.returncode == 1 and not dest.exists() and "cannot compare" in unpaired.stderr.decode()
+    too_big = subprocess.run([*cmd, "--max-mb", "0.001"], cwd=REPO, capture_output=True)
+    assert too_big.returncode == 1 and not dest.exists() and "MB limit" in too_big.stderr.decode()
     cmd += ["--previous-eval", str(tmp_path / "previous.json"), "--eval-command", "parafill eval --limit 2"]
     subprocess.run(cmd, cwd=REPO, check=True, capture_output=True)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import torch
 
 from decoder.checkpoint import load_model, save_model
@@ -58,7 +59,17 @@ def test_resume_restores_weights_optimizer_and_data_order(tiny_corpus: Path, tmp
     sa, sb = a.opt.state_dict()["state"], b.opt.state_dict()["state"]
     assert all(torch.equal(sa[k]["exp_avg_sq"], sb[k]["exp_avg_sq"]) for k in sa)
     assert torch.equal(a.batcher.batch(4), b.batcher.batch(4))  # same data from here on
+    assert torch.equal(a.gen.get_state(), b.gen.get_state())  # and the same masking noise
     assert "step 6" in (run / "train.log").read_text()
+
+
+def test_resume_without_a_checkpoint_is_an_error_not_a_fresh_start(tiny_corpus: Path, tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="no checkpoint to resume from"):
+        Trainer(tiny_cfg(tiny_corpus, tmp_path / "typo", max_steps=2, resume=True))
+    run = tmp_path / "run"
+    Trainer(tiny_cfg(tiny_corpus, run, max_steps=2)).fit()
+    (run / "checkpoint").rename(run / "checkpoint.old")  # a save stopped between its two renames
+    assert Trainer(tiny_cfg(tiny_corpus, run, max_steps=2, resume=True)).step == 2
 
 
 def test_saved_model_reloads_bit_identically(tiny_corpus: Path, tmp_path: Path) -> None:

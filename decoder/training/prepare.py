@@ -52,7 +52,8 @@ def build_corpus(
     corpus = C.deduplicate_and_split(files, holdout, heldout_sha)
     summary = C.write_manifest(corpus, out)
     log(
-        f"corpus: {summary['files']} files, {summary['duplicates_skipped']} duplicates skipped, "
+        f"corpus: {summary['files']} files, {summary['duplicates_skipped']} duplicates and "
+        f"{summary['near_copies_of_val_skipped']} near-copies of validation files skipped, "
         f"splits {json.dumps({k: v['files'] for k, v in summary['splits'].items()})} ({time.time() - t0:.0f}s)"
     )
     train = corpus.split("train")

@@ -1,11 +1,12 @@
 """Copy an exported model folder into the repository's shipped default (models/default).
 
 Only inference files travel: config.json, model.safetensors (fp16), tokenizer files, the model card and
-training.json, plus heldout.json (the validation files it never saw: `parafill eval` material, and the GPU
-recipe keeps them out of its own corpus). No optimizer state, no checkpoint. With `--eval` the card gets
-its evaluation section from `parafill eval --json` reports (decoder/evaluation/card.py), and config.json the
-block-decoding threshold that report supports (`block_threshold`, decoder/evaluation/threshold_choice.py):
-the threshold the server decodes with unless a user sets one.
+training.json, plus heldout.json (the corpus's validation files, which the model never saw: the GPU recipe
+keeps them out of its own corpus; `parafill eval` picks its held-out standard-library files by module name).
+No optimizer state, no checkpoint. With `--eval` the card gets its evaluation section from `parafill eval
+--json` reports (decoder/evaluation/card.py), and config.json the block-decoding threshold that report
+supports (`block_threshold`, decoder/evaluation/threshold_choice.py): the threshold the server decodes with
+unless a user sets one.
 """
 
 from __future__ import annotations

@@ -32,6 +32,22 @@ def test_module_names_and_split_are_stable() -> None:
     assert 0.005 < share < 0.05
 
 
+def test_near_copies_of_a_validation_file_stay_out_of_training() -> None:
+    def lines(tag: str, n: int) -> str:
+        return "".join(f"    value_{tag}_{i} = compute_something_long({i}, {tag!r})\n" for i in range(n))
+
+    licence = "# Licensed under the Apache License, Version 2.0 (the License); see LICENSE\n" * 1
+    held = C.SourceFile("stdlib", "beta/held.py", "beta", licence + lines("held", 40))
+    vendored = C.SourceFile("site-packages", "vend/beta_copy.py", "vend.beta_copy", lines("held", 40)[:2000])
+    edited = C.SourceFile("site-packages", "vend/other.py", "vend.other", lines("held", 8) + lines("mine", 60))
+    boilerplate = [C.SourceFile("folder:x", f"p{i}/m.py", f"p{i}", licence + lines(f"own{i}", 30)) for i in range(5)]
+    corpus = C.deduplicate_and_split([held, vendored, edited, *boilerplate], holdout=frozenset({"beta"}))
+    kept = {f.path for f in corpus.files}
+    # the vendored copy holds most of the held-out file's lines; 8 of 40 and a licence line are not a copy
+    assert corpus.skipped_near_copies == 1 and "vend/beta_copy.py" not in kept
+    assert {"beta/held.py", "vend/other.py", "p0/m.py"} <= kept
+
+
 def test_dedupe_manifest_and_split_by_module(tmp_path: Path) -> None:
     root = tmp_path / "src"
     body = "def f(x):\n    return x + 1\n\n\nclass A:\n    value = 1\n    other = 2\n"

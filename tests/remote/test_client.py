@@ -145,17 +145,17 @@ def test_connection_refused_is_a_remote_error():
 
 def test_read_timeout():
     with FakeOpenAI() as fake:
-        fake.stall_s = 2.0
+        fake.stall_s = 5.0
         cfg = config(fake, read_timeout_s=0.3)
         started = time.monotonic()
         with pytest.raises(RemoteError, match="read timeout"):
             stream_completion(cfg, completion_body(cfg, "x", 2))
-        assert time.monotonic() - started < 1.5
+        assert time.monotonic() - started < 3.0  # gave up long before the server's first byte
 
 
 def test_cancel_while_waiting_for_the_first_byte():
     with FakeOpenAI() as fake:
-        fake.stall_s = 1.0
+        fake.stall_s = 5.0
         cfg = config(fake)
         started = time.monotonic()
         res = stream_completion(
@@ -163,7 +163,7 @@ def test_cancel_while_waiting_for_the_first_byte():
             completion_body(cfg, "x", 2),
             interrupt=lambda: "cancelled" if time.monotonic() - started > 0.1 else None,
         )
-        assert res.stop_reason == "cancelled" and time.monotonic() - started < 0.6
+        assert res.stop_reason == "cancelled" and time.monotonic() - started < 3.0  # not after the first byte
 
 
 def test_server_ignoring_stream_answers_json():

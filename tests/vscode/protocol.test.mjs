@@ -115,11 +115,10 @@ describe('parafill serve over stdio (vscode-languageserver-protocol)', () => {
     const item = items[0];
     const text = typeof item.insertText === 'string' ? item.insertText : item.insertText.value;
     assert.ok(text.length > 0);
-    if (item.range) {
-      assert.equal(item.range.start.line, CURSOR.line, 'range must start on the cursor line');
-      assert.equal(item.range.end.line, CURSOR.line, 'range must end on the cursor line');
-      assert.ok(item.range.end.character >= CURSOR.character);
-    }
+    assert.ok(item.range, 'the item must carry its range');
+    assert.equal(item.range.start.line, CURSOR.line, 'range must start on the cursor line');
+    assert.equal(item.range.end.line, CURSOR.line, 'range must end on the cursor line');
+    assert.ok(item.range.end.character >= CURSOR.character);
   });
 
   test('didChange + didChangeConfiguration enable=false: no completions; enable=true: back', async () => {
@@ -136,11 +135,15 @@ describe('parafill serve over stdio (vscode-languageserver-protocol)', () => {
       });
       return Array.isArray(r) ? r : (r?.items ?? []);
     };
+    const lastInline = async () => (await conn.sendRequest('parafill/stats', {})).last.inline;
     await conn.sendNotification(P.DidChangeConfigurationNotification.type, { settings: { parafill: { enable: false } } });
     assert.deepEqual(await ask(), [], 'completions while disabled');
+    assert.equal((await lastInline()).stop_reason, 'disabled');
     await conn.sendNotification(P.DidChangeConfigurationNotification.type, { settings: { parafill: { enable: true } } });
-    const items = await ask();
-    assert.ok(Array.isArray(items));
+    await ask();
+    const back = await lastInline();
+    assert.notEqual(back.stop_reason, 'disabled', 'still disabled after enable=true');
+    assert.notEqual(back.route, 'none', `no decoder answered (${back.stop_reason})`);
   });
 
   test('parafill/explain streams $/progress reports on the client token and returns the whole text', async () => {

@@ -167,12 +167,16 @@ class Corpus:
 
 
 def deduplicate_and_split(
-    files: Iterable[SourceFile], holdout: frozenset[str] = frozenset(), heldout_sha: frozenset[str] = frozenset()
+    files: Iterable[SourceFile],
+    holdout: frozenset[str] = frozenset(),
+    heldout_sha: frozenset[str] = frozenset(),
+    heldout_modules: frozenset[str] = frozenset(),
 ) -> Corpus:
     """Exact-content dedupe (first occurrence wins, so stdlib beats vendored copies) and module split.
 
-    `heldout_sha`: contents that must stay out of training wherever they turn up (another machine's
-    copy of a shipped model's held-out files), so evaluation on them stays clean."""
+    `holdout`: modules or whole top-level packages forced into validation. `heldout_sha`, `heldout_modules`:
+    a shipped model's held-out files, by content and by exact split unit (another machine's version of the
+    same module), kept out of training wherever they turn up, so evaluation on them stays clean."""
     seen: set[str] = set()
     kept: list[SourceFile] = []
     dups = 0
@@ -182,7 +186,8 @@ def deduplicate_and_split(
             dups += 1
             continue
         seen.add(digest)
-        f.split = "val" if digest in heldout_sha else split_of(f.module, holdout)  # type: ignore[attr-defined]
+        held = digest in heldout_sha or f.module in heldout_modules
+        f.split = "val" if held else split_of(f.module, holdout)  # type: ignore[attr-defined]
         kept.append(f)
     # A file in train with the same content as one in val is impossible after dedupe, and near-copies are
     # dropped below. The split unit is the module (package.submodule): sibling files may fall on both sides.

@@ -36,6 +36,7 @@ def build_corpus(
     vocab_size: int = 8192,
     tokenizer_sample_bytes: int = 40_000_000,
     holdout: frozenset[str] = frozenset(),
+    heldout_modules: frozenset[str] = frozenset(),
     max_bytes: int | None = None,
     sample_bytes: int | None = None,
     heldout_sha: frozenset[str] = frozenset(),
@@ -49,7 +50,7 @@ def build_corpus(
     files = C.collect(C.default_roots() if roots is None else roots, wheel_dirs, folders)
     if max_bytes is not None:
         files = _take_bytes(files, max_bytes)
-    corpus = C.deduplicate_and_split(files, holdout, heldout_sha)
+    corpus = C.deduplicate_and_split(files, holdout, heldout_sha, heldout_modules)
     summary = C.write_manifest(corpus, out)
     log(
         f"corpus: {summary['files']} files, {summary['duplicates_skipped']} duplicates and "

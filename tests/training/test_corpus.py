@@ -32,6 +32,20 @@ def test_module_names_and_split_are_stable() -> None:
     assert 0.005 < share < 0.05
 
 
+def test_a_shipped_model_s_held_out_modules_are_matched_exactly_not_as_packages() -> None:
+    body = "def f(x):\n    return x + {}\n"
+    files = [
+        C.SourceFile("site-packages", p, C.module_of(p), body.format(i))
+        for i, p in enumerate(("attrs/__init__.py", "attrs/_make.py", "attrs/filters.py", "other/x.py"))
+    ]
+    corpus = C.deduplicate_and_split(files, heldout_modules=frozenset({"attrs"}))
+    split = {f.path: f.split for f in corpus.files}
+    assert split["attrs/__init__.py"] == "val"
+    assert all(split[p] == C.split_of(C.module_of(p)) for p in ("attrs/_make.py", "attrs/filters.py"))
+    whole = C.deduplicate_and_split(files, holdout=frozenset({"attrs"}))  # --holdout: the whole package
+    assert {f.path for f in whole.split("val")} == {"attrs/__init__.py", "attrs/_make.py", "attrs/filters.py"}
+
+
 def test_near_copies_of_a_validation_file_stay_out_of_training() -> None:
     def lines(tag: str, n: int) -> str:
         return "".join(f"    value_{tag}_{i} = compute_something_long({i}, {tag!r})\n" for i in range(n))

@@ -24,7 +24,6 @@ from torch import Tensor
 
 from decoder.engine import Engine, EngineOptions, PrefillInterrupted, Sequence
 from decoder.model import CausalLM
-from decoder.prefix_cache import RadixPrefixCache
 from decoder.tokenizer import TextTokenizer
 
 
@@ -71,17 +70,17 @@ class BlockCausalEngine(Engine):
     ) -> None:
         from decoder.families import family_of  # local: families is data, kept free of engine imports
 
-        super().__init__(model, tokenizer, options, *args, **kwargs)  # extra arguments: Engine's own
         family = family_of(model.config)
-        self.block_size = block_size or family.block_size_for(model.config.extra)
+        self.block_size = block_size or family.block_size_for(model.config.extra)  # before Engine sizes its cache
         self.token_shift = family.token_shift if token_shift is None else token_shift
         if self.block_size < 1:
             raise ValueError("block_size must be >= 1")
+        super().__init__(model, tokenizer, options, *args, **kwargs)  # extra arguments: Engine's own
+
+    def cache_page_size(self, options: EngineOptions) -> int:
         # Pages of whole blocks. On a finer grid, a path could join one request's first page (its KV computed
         # with that request's later tokens of the block) to another request's next page.
-        self.cache = RadixPrefixCache(
-            page_size=math.lcm(self.options.page_size, self.block_size), byte_budget=self.options.cache_bytes
-        )
+        return math.lcm(options.page_size, self.block_size)
 
     # -- requests -------------------------------------------------------------------------------------
 

@@ -141,7 +141,8 @@ class Engine:
         self.tokenizer = tokenizer
         self.device = next(model.parameters()).device
         self.dtype = next(model.parameters()).dtype
-        self.cache = RadixPrefixCache(page_size=self.options.page_size, byte_budget=self.options.cache_bytes)
+        page_size = self.cache_page_size(self.options)
+        self.cache = RadixPrefixCache(page_size=page_size, byte_budget=self.options.cache_bytes)
         self.lock = threading.RLock()
         cfg = model.config
         self.mask_token_id = cfg.mask_token_id if cfg.mask_token_id is not None else tokenizer.special.mask
@@ -160,6 +161,10 @@ class Engine:
             torch.set_num_threads(threads)
         tokenizer = TextTokenizer.from_folder(folder, mask_token_id=model.config.mask_token_id)
         return cls(model, tokenizer, options, make_runner(model, options, folder, threads))
+
+    def cache_page_size(self, options: EngineOptions) -> int:
+        """Tokens per prefix-cache page: the option as given (a layout with blocks rounds it to whole blocks)."""
+        return options.page_size
 
     # -- requests -------------------------------------------------------------------------------------
 

@@ -174,6 +174,9 @@ def _cache_stats(engine: Engine) -> dict[str, Any]:
         "inserted_pages": s.inserted_pages,
         "evicted_pages": s.evicted_pages,
         "cached_pages": pages,
+        "page_tokens": cache.page_size,
         "bytes_used": used,
         "byte_budget": cache.byte_budget,
+        "bytes_per_token": engine.kv_bytes_per_token(),
+        "capacity_tokens": cache.byte_budget // engine.kv_bytes_per_token(),  # what the budget holds at this dtype
     }

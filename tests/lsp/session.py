@@ -68,8 +68,9 @@ class Session:
         encodings: list[str] | None = None,
         work_done_progress: bool = True,
         initialize: bool = True,
+        server: list[str] = SERVER,
     ) -> Session:
-        await self.client.start_io(*SERVER, cwd=str(REPO))
+        await self.client.start_io(*server, cwd=str(REPO))
         self._stderr_task = asyncio.create_task(self._drain_stderr())
         if initialize:
             caps = types.ClientCapabilities(

@@ -77,6 +77,10 @@ async def test_typing_a_character_reuses_the_prefix_cache_and_typed_ahead_skips_
     last = (await shared.stats())["last"]["inline"]
     assert last["route"] == "block" and last["prompt_tokens"] > 0
     assert last["cached_prompt_tokens"] > 0.5 * last["prompt_tokens"]
+    cache = (await shared.stats())["model"]["cache"]
+    cached_tokens = cache["cached_pages"] * cache["page_tokens"]
+    assert cache["hits"] > 0 and 0 < cached_tokens <= cache["capacity_tokens"]
+    assert cache["bytes_used"] == cached_tokens * cache["bytes_per_token"]  # the stated capacity is the real one
 
     # Typing the first character of the new suggestion: answered from it, with no forward pass.
     assert second and len(second[0].insert_text) >= 2

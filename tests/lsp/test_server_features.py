@@ -4,11 +4,13 @@ explain streamed as $/progress (request and command), explain cancelled."""
 from __future__ import annotations
 
 import asyncio
+import sys
 
 import pytest
 from lsprotocol import types
-from pygls.exceptions import JsonRpcRequestCancelled
+from pygls.exceptions import JsonRpcException, JsonRpcRequestCancelled
 
+from tests.lsp.faulty_server import FAULT_MESSAGE
 from tests.lsp.session import SAMPLE, Session, doc_uri, end_of_line_with, position_of, tiny_options
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -182,3 +184,25 @@ async def test_explain_can_be_cancelled_and_its_work_stops(shared):
     assert second["cancelled"] == before["cancelled"] + 1
     assert second["forward_passes"] - before["forward_passes"] < 256  # stopped before the length limit
     assert [v["kind"] for t, v in shared.progress if t == "explain-c"][-1] == "end"
+
+
+async def test_an_unexpected_error_during_explain_ends_its_progress_and_the_server_serves_on(tiny_model_dir):
+    # The third counted pass of the explain's decoding raises (tests/lsp/faulty_server.py): the request
+    # answers InternalError, its progress ends, its cancel token is released, and the next one is served.
+    faulty = [sys.executable, "-m", "tests.lsp.faulty_server", "3"]
+    session = await Session().start(tiny_options(tiny_model_dir), server=faulty)
+    try:
+        uri = doc_uri("faulty.py")
+        session.open(uri, SAMPLE.read_text())
+        with pytest.raises(JsonRpcException) as failed:
+            await session.request("parafill/explain", _explain_params(uri, "fault-1"))
+        assert failed.value.code == -32603 and FAULT_MESSAGE in str(failed.value)
+        kinds = [e["kind"] for t, e in session.progress if t == "fault-1"]
+        assert kinds[0] == "begin" and kinds[-1] == "end"
+        assert (await session.stats())["scheduler"]["tracked_requests"] == 0
+
+        answer = await session.request("parafill/explain", _explain_params(uri, "fault-2"))
+        assert answer["text"] and [e["kind"] for t, e in session.progress if t == "fault-2"][-1] == "end"
+        assert await session.inline(uri, *position_of(SAMPLE.read_text(), 40))
+    finally:
+        assert await session.stop() == 0

@@ -239,7 +239,8 @@ class Engine:
             return logits if self.logit_bias is None else logits + self.logit_bias
 
     def _never_generated_bias(self) -> Tensor | None:
-        """-inf for the mask token and prompt-format tokens: a decoder must never emit them."""
+        """-inf for the mask token, prompt-format tokens and the rows a checkpoint pads its vocabulary with
+        (Qwen: 151,665 tokens, 151,936 rows; a padded id decodes to nothing): a decoder must never emit them."""
         special = self.tokenizer.special
         banned = {
             self.mask_token_id,
@@ -250,10 +251,11 @@ class Engine:
             special.explain_code,
             special.explain_text,
         } - {None}
-        banned = {t for t in banned if t < self.model.config.vocab_size}
+        rows = self.model.config.vocab_size
+        banned = {t for t in banned if t < rows} | set(range(self.tokenizer.vocab_size, rows))
         if not banned:
             return None
-        bias = torch.zeros(self.model.config.vocab_size, device=self.device)
+        bias = torch.zeros(rows, device=self.device)
         bias[list(banned)] = float("-inf")
         return bias
 

@@ -52,6 +52,19 @@ def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     return x * cos + rotated * sin
 
 
+def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, is_causal: bool, expand_groups: bool) -> Tensor:
+    """Scaled dot-product attention, grouped-query when k/v have fewer heads than q. `expand_groups` repeats
+    the key/value heads instead: on CUDA, flash attention takes no mask and the memory-efficient kernel,
+    which does, need not take grouped heads, so a masked pass would fall back to the unfused math kernel
+    (every score in memory). The copies cost a few MB; the result is the same."""
+    groups = q.shape[1] // k.shape[1]
+    if expand_groups and groups > 1:
+        k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
+    return F.scaled_dot_product_attention(
+        q, k, v, attn_mask=mask, is_causal=is_causal, enable_gqa=k.shape[1] != q.shape[1]
+    )
+
+
 class Attention(nn.Module):
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
@@ -94,9 +107,7 @@ class Attention(nn.Module):
         is_causal = attn_mask is None and k.shape[2] == seq
         if attn_mask is None and not is_causal:
             raise ValueError("a pass over cached keys needs an explicit attention mask")
-        out = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=attn_mask, is_causal=is_causal, enable_gqa=self.n_kv_heads != self.n_heads
-        )
+        out = attention(q, k, v, attn_mask, is_causal, expand_groups=q.is_cuda and attn_mask is not None)
         return self.o_proj(out.transpose(1, 2).reshape(batch, seq, self.n_heads * self.head_dim))
 
 

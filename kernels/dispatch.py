@@ -1,4 +1,5 @@
-"""Run-time choice of the denoise implementation: Triton on CUDA when importable, else the reference.
+"""Run-time choice of the denoise implementation: Triton on CUDA when it imports and launches there,
+else the reference.
 
 PARAFILL_DENOISE=triton|reference forces one (read at every call, so it can be changed at run time).
 Forcing `triton` for CPU tensors only works when TRITON_INTERPRET=1 was set before triton was first
@@ -10,12 +11,17 @@ from __future__ import annotations
 
 import functools
 import importlib
+import logging
 import os
 from collections.abc import Callable
 from types import ModuleType
 from typing import ParamSpec, TypeVar
 
+import torch
+
 from kernels import reference
+
+log = logging.getLogger("parafill.kernels")
 
 _ENV = "PARAFILL_DENOISE"
 _BACKENDS = ("triton", "reference")
@@ -34,6 +40,21 @@ def triton_available() -> bool:
     return True
 
 
+@functools.cache
+def triton_launches(device: torch.device) -> bool:
+    """Whether the kernels compile and launch on `device` (checked once per device, with a one-element
+    launch): triton imports on machines where its first launch still fails (no C compiler to build its
+    driver stub, no libcuda), and the decoder then runs the reference instead of failing every request."""
+    try:
+        module = importlib.import_module("kernels.triton_denoise")
+        module.gumbel_noise(1, 0, device)
+    except Exception as exc:  # whatever the toolchain raises: the reference serves instead
+        reason = f"{type(exc).__name__}: {exc}"
+        log.warning("Triton denoise kernels cannot launch on %s (%s); using the PyTorch reference", device, reason)
+        return False
+    return True
+
+
 def _forced() -> str | None:
     value = os.environ.get(_ENV, "").strip().lower()
     if not value:
@@ -43,12 +64,13 @@ def _forced() -> str | None:
     return value
 
 
-def denoise_backend_name(device_type: str) -> str:
-    """'triton' or 'reference' for tensors on `device_type`; PARAFILL_DENOISE overrides."""
+def denoise_backend_name(device: torch.device | str) -> str:
+    """'triton' or 'reference' for tensors on `device`; PARAFILL_DENOISE overrides."""
     forced = _forced()
     if forced is not None:
         return forced
-    if device_type == "cuda" and triton_available():
+    device = torch.device(device)
+    if device.type == "cuda" and triton_available() and triton_launches(device):
         return "triton"
     return "reference"
 
@@ -76,9 +98,9 @@ def _dispatched(reference_step: Callable[P, R]) -> Callable[P, R]:
 
     @functools.wraps(reference_step)
     def step(*args: P.args, **kwargs: P.kwargs) -> R:
-        device_type = (args[0] if args else kwargs[first]).device.type  # type: ignore[attr-defined]
-        if denoise_backend_name(device_type) == "triton":
-            return getattr(_triton_module(device_type), name)(*args, **kwargs)
+        device = (args[0] if args else kwargs[first]).device  # type: ignore[attr-defined]
+        if denoise_backend_name(device) == "triton":
+            return getattr(_triton_module(device.type), name)(*args, **kwargs)
         return reference_step(*args, **kwargs)
 
     step.__module__ = __name__  # wraps copied kernels.reference; this is the dispatching function

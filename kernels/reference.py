@@ -51,6 +51,9 @@ def select_commits(confidence: Tensor, masked: Tensor, fallback: Tensor, thresho
 def token_and_confidence(logits: Tensor, temperature: float = 0.0, seed: int | None = None) -> tuple[Tensor, Tensor]:
     """Per row: chosen token id (int64) and its max softmax probability (fp32)."""
     scaled = logits.float()
+    # NaN counts as -inf: never chosen, no probability mass. It does reach here: a +inf logit on a banned
+    # token plus its -inf bias is NaN, and so is an overflowing model's output.
+    scaled = scaled.masked_fill(scaled.isnan(), float("-inf"))
     if temperature > 0:
         # Multiply by fp32(1 / T) rather than divide: torch's CUDA division by a Python scalar is itself a
         # reciprocal multiply while the CPU one divides, so dividing gave device-dependent last bits (and

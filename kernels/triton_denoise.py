@@ -22,7 +22,10 @@ how tests/kernels checks them on machines without a GPU. It is slow: correctness
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
+from contextlib import nullcontext
+from typing import ParamSpec, TypeVar
 
 import torch
 import triton
@@ -32,6 +35,9 @@ from torch import Tensor
 # Tests replace this with an allocator that fills buffers with sentinels, so that any element a kernel
 # fails to write shows up.
 _empty: Callable[..., Tensor] = torch.empty
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 _SEED_MUL = 0x85EBCA77
 _SEED_ADD = 0x165667B1
@@ -96,6 +102,7 @@ def _logits_partial_kernel(
         next_cols = cols + BLOCK_V
         next_raw = tl.load(row_ptr + next_cols, mask=next_cols < end, other=float("-inf"))
         x = raw.to(tl.float32)
+        x = tl.where(x != x, float("-inf"), x)  # NaN counts as -inf (the reference's contract)
         if SCALE:
             x = x * inv_t
         # Online max / sum-of-exp with one exp per element: e = exp(-|x - m|) rescales the old sum when x
@@ -152,9 +159,10 @@ def _lm_head_partial_kernel(
         for d0 in range(0, D, BLOCK_D):
             d = d0 + dd
             d_ok = d < D
-            w = tl.load(w_rows + d[None, :] * stride_wd, mask=col_ok[:, None] & d_ok[None, :], other=0.0)
+            w_offs = d.to(tl.int64)[None, :] * stride_wd  # int64: a transposed weight's stride is V
+            w = tl.load(w_rows + w_offs, mask=col_ok[:, None] & d_ok[None, :], other=0.0)
             h = tl.load(
-                h_ptr + rows[None, :] * stride_hn + d[:, None] * stride_hd,
+                h_ptr + rows.to(tl.int64)[None, :] * stride_hn + d.to(tl.int64)[:, None] * stride_hd,
                 mask=row_ok[None, :] & d_ok[:, None],
                 other=0.0,
             )
@@ -165,7 +173,7 @@ def _lm_head_partial_kernel(
         x = acc
         if SCALE:
             x = x * inv_t
-        x = tl.where(col_ok[:, None], x, float("-inf"))
+        x = tl.where(col_ok[:, None] & (x == x), x, float("-inf"))  # past V, and NaN, count as -inf
         tile_m = tl.max(x, axis=0)
         new_m = tl.maximum(m, tile_m)
         p = tl.where(x == float("-inf"), 0.0, tl.exp(x - new_m[None, :]))
@@ -222,7 +230,7 @@ def _combine_commit_kernel(
         best_i = tl.where(take, chunk_i, best_i)
     # The max's own term is exp(0) = 1, so max softmax probability = 1 / sum. A row with no finite logit
     # has no probability mass (confidence 0, like the reference's nan_to_num), and its token is 0.
-    # (NaN logits are outside the contract: the reference's argmax picks them, the kernels ignore them.)
+    # NaN logits were read as -inf by the partial kernels, as the reference reads them.
     # +inf logits get confidence 0 like the reference (its softmax is nan there), and nan -> 0 as well.
     conf = tl.where((m == float("-inf")) | (m == float("inf")), 0.0, 1.0 / s)
     conf = tl.where(conf == conf, conf, 0.0)
@@ -258,6 +266,20 @@ def _sm_count(device: torch.device) -> int:
     if index not in _SM_COUNT:
         _SM_COUNT[index] = torch.cuda.get_device_properties(index).multi_processor_count
     return _SM_COUNT[index]
+
+
+def _on_input_device(launcher: Callable[P, R]) -> Callable[P, R]:
+    """Run `launcher` with its first tensor's GPU as the current device: Triton launches on the current
+    device and its stream, which on a multi-GPU machine need not be the one the tensors are on."""
+
+    @functools.wraps(launcher)
+    def launch(*args: P.args, **kwargs: P.kwargs) -> R:
+        where = next(a for a in (*args, *kwargs.values()) if isinstance(a, (Tensor, torch.device)))
+        device = where.device if isinstance(where, Tensor) else where
+        with torch.cuda.device(device) if device.type == "cuda" else nullcontext():
+            return launcher(*args, **kwargs)
+
+    return launch
 
 
 def _launch_opts(num_warps: int, num_stages: int | None = None) -> dict[str, object]:
@@ -361,6 +383,7 @@ def _empty_result(device: torch.device) -> tuple[Tensor, Tensor, Tensor]:
     )
 
 
+@_on_input_device
 def denoise_step(
     logits: Tensor,
     masked: Tensor,
@@ -411,6 +434,7 @@ def denoise_step(
     return _combine(parts, n, V, masked, fallback, threshold, block_size, combine_splits)
 
 
+@_on_input_device
 def lm_head_denoise_step(
     hidden: Tensor,
     weight: Tensor,
@@ -482,6 +506,7 @@ def lm_head_denoise_step(
     return _combine(parts, n, V, masked, fallback, threshold, block_size)
 
 
+@_on_input_device
 def gumbel_noise(n: int, seed: int, device: torch.device) -> Tensor:
     """The kernels' Gumbel noise for element indices 0..n-1 (test hook; compare with reference.gumbel_noise)."""
     out = _empty(n, dtype=torch.float32, device=device)

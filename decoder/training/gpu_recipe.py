@@ -5,7 +5,8 @@ dependencies: tokenizers, safetensors, numpy). It uses the repository's shipped 
 share it with every other model of the project), builds its corpus from the Python source installed on
 that machine (or uses a prepared corpus folder), keeps the shipped model's held-out files out of training,
 and writes everything that must come back to --out (at most 8 files of <= 15 MiB: the model folder is a
-tar split into parts; `cat model.tar.part* | tar -x` restores it).
+tar split into parts; `cat model.tar.part* | tar -x` restores it). Sizes whose weights could not come back
+are refused before any work. Whatever fails after the warm-up, the latest export still comes back.
 
     python -m decoder.training.gpu_recipe --out "$OUT"            # on the GPU
     python -m decoder.training.gpu_recipe --out /tmp/x --tiny     # CPU smoke test of the whole path
@@ -14,8 +15,10 @@ tar split into parts; `cat model.tar.part* | tar -x` restores it).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import io
 import json
+import math
 import platform
 import sys
 import tarfile
@@ -27,14 +30,20 @@ from typing import Any
 
 import torch
 
+from decoder.model import CausalLM
+from decoder.tokenizer import TextTokenizer
 from decoder.training.distill import DistillSetConfig, build_distill_set
 from decoder.training.objective import ar_loss, block_diffusion_loss
 from decoder.training.prepare import build_corpus
-from decoder.training.sizes import SIZES
+from decoder.training.sizes import SIZES, model_config
 from decoder.training.trainer import MASK_ID, TrainConfig, Trainer
 
 REPO = Path(__file__).resolve().parents[2]
 PART_BYTES = 15 * 1024 * 1024
+# The model must come back in at most 3 parts (with gpu_run.json, recipe.log, train.log and the kernel
+# benchmark: 7 of the 8 files a device call returns), and ship into a working tree that must stay well
+# under the 64 MiB a device call carries: fp16 weights up to 45 MiB (20m: 36 MiB; 40m: 75 MiB, refused).
+MAX_WEIGHTS_MIB = 45.0
 # Deadline planning (rough, not yet measured on a GPU), in seconds: the distillation's set and compile warm-up on
 # top of its training minutes, the main run's work outside its step time, packing the model folder.
 DISTILL_OVERHEAD_S = 90.0
@@ -67,6 +76,13 @@ def flops_per_token(cfg: Any, seq_len: int, stage: str, masked_share: float = 0.
     return 3 * (2 * 2 * body + 2 * d * V * (1 + masked_share) + attn)
 
 
+def fp16_weights_mib(size: str, vocab_size: int) -> float:
+    """The exported weights' size for `size` (counted on the meta device: nothing is allocated)."""
+    with torch.device("meta"):
+        model = CausalLM(model_config(size, vocab_size))
+    return model.num_parameters() * 2 / 2**20
+
+
 def heldout_sha(model_dir: Path) -> tuple[frozenset[str], frozenset[str]]:
     """(sha256s, modules) of the shipped model's held-out files: they must not be trained on here."""
     path = model_dir / "heldout.json"
@@ -76,23 +92,23 @@ def heldout_sha(model_dir: Path) -> tuple[frozenset[str], frozenset[str]]:
     return frozenset(e["sha256"] for e in entries), frozenset(e["module"] for e in entries)
 
 
-def pack_model(folder: Path, out: Path) -> list[str]:
-    """Tar the model folder and split it into <= 15 MiB parts (the transfer limit per file). Packing again (after
-    distillation) replaces the earlier parts, each by a rename, and removes any left over."""
+def pack_model(folder: Path, out: Path) -> dict[str, str]:
+    """Tar the model folder and split it into <= 15 MiB parts (the transfer limit per file); returns each part's
+    sha256. Packing again (after distillation) writes every new part before it renames any, so a call killed
+    meanwhile leaves the earlier set whole; parts left over from a larger earlier set are removed."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
         tar.add(folder, arcname="model")
     data = buf.getvalue()
-    names = []
-    for i in range(0, len(data), PART_BYTES):
-        name = f"model.tar.part{i // PART_BYTES}"
-        (out / f"{name}.tmp").write_bytes(data[i : i + PART_BYTES])
+    parts = {f"model.tar.part{i // PART_BYTES}": data[i : i + PART_BYTES] for i in range(0, len(data), PART_BYTES)}
+    for name, chunk in parts.items():
+        (out / f"{name}.tmp").write_bytes(chunk)
+    for name in parts:
         (out / f"{name}.tmp").replace(out / name)
-        names.append(name)
     for stale in out.glob("model.tar.part*"):
-        if stale.name not in names:
+        if stale.name not in parts:
             stale.unlink()
-    return names
+    return {name: hashlib.sha256(chunk).hexdigest() for name, chunk in parts.items()}
 
 
 def training_minutes(
@@ -107,25 +123,50 @@ def training_minutes(
 
 
 def warm_up(trainer: Trainer, log) -> None:
-    """Compile (if asked) and run one AR and one joint forward/backward; fall back to eager on failure."""
+    """Compile (if asked) and run one AR and one joint forward/backward; fall back to eager when compiling
+    fails. Out of memory is not a compile failure (eager needs more memory, not less): it is raised."""
     x = trainer.batcher.batch(trainer.cfg.batch_size).to(trainer.device)
     for attempt in ("compiled", "eager"):
         try:
             t = time.perf_counter()
             with trainer.autocast():
-                ar_loss(trainer.fwd, x).loss.backward()
-                block_diffusion_loss(trainer.fwd, x, 16, MASK_ID, trainer.gen).loss.backward()
+                losses = [
+                    ar_loss(trainer.fwd, x).loss,
+                    block_diffusion_loss(trainer.fwd, x, 16, MASK_ID, trainer.gen).loss,
+                ]
+                for loss in losses:
+                    loss.backward()
             trainer.opt.zero_grad(set_to_none=True)
             if trainer.device.type == "cuda":
                 torch.cuda.synchronize()
-            log(f"warm-up ({attempt if trainer.cfg.compile else 'eager'}) {time.perf_counter() - t:.1f}s")
+            values = [float(loss.detach()) for loss in losses]
+            if not all(math.isfinite(v) for v in values):
+                raise FloatingPointError(f"warm-up losses {values} are not finite")
+            how = attempt if trainer.cfg.compile else "eager"
+            log(f"warm-up ({how}) {time.perf_counter() - t:.1f}s, losses {values}")
             return
+        except torch.OutOfMemoryError:
+            raise
         except Exception:
             trainer.opt.zero_grad(set_to_none=True)
             if trainer.fwd is trainer.model:
                 raise
             log("torch.compile failed, continuing eager:\n" + traceback.format_exc(limit=3))
             trainer.fwd = trainer.model
+            trainer.cfg.compile = False  # and the distillation fine-tune, built from this config, does not retry
+
+
+def salvage_export(trainer: Trainer, export_dir: Path, log) -> None:
+    """After a failed run: export the weights as they are if they are finite (and the device still answers),
+    else keep the last export (the end of the AR stage, if it was reached)."""
+    try:
+        if all(torch.isfinite(p).all() for p in trainer.model.parameters()):
+            trainer.export(export_dir)
+            log(f"exported the weights at step {trainer.step} after the failure")
+            return
+        log("the weights are not finite: keeping the last export")
+    except Exception as exc:
+        log(f"could not export after the failure ({type(exc).__name__}: {exc}): keeping the last export")
 
 
 def distill_stage(args: argparse.Namespace, cfg: TrainConfig, export_dir: Path, log) -> dict[str, Any]:
@@ -195,7 +236,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--lr", type=float, default=2e-3)
     p.add_argument("--ar-fraction", type=float, default=0.5)
     p.add_argument(
-        "--distill-minutes", type=float, default=1.0, help="self-distillation fine-tune after the run (0: none)"
+        "--distill-minutes",
+        type=float,
+        default=0.0,
+        help="self-distillation fine-tune after the run (0, the default: none; its set and warm-up need about "
+        f"{DISTILL_OVERHEAD_S:.0f} s more, which one 10-minute call does not have after a 5-minute run)",
     )
     p.add_argument("--distill-rows", type=int, default=16384, help="prompts the trained model continues greedily")
     p.add_argument(
@@ -209,8 +254,15 @@ def main(argv: list[str] | None = None) -> int:
         "--deadline-seconds",
         type=float,
         default=None,
-        help="everything must be packed by then (seconds from the start): the training budget shrinks to fit, "
+        help="everything must be packed by then (seconds from --started-at): the training budget shrinks to fit, "
         "and distillation is skipped when it no longer fits",
+    )
+    p.add_argument(
+        "--started-at",
+        type=float,
+        default=None,
+        help="when the device call started (Unix time; default: now): the deadline counts from it, so the "
+        "time Python takes to import torch counts too",
     )
     args = p.parse_args(argv)
 
@@ -219,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     work: Path = args.work
     work.mkdir(parents=True, exist_ok=True)
     log_path = out / "recipe.log"
-    t_start = time.time()
+    t_start = time.time() if args.started_at is None else args.started_at
 
     def log(msg: str) -> None:
         line = f"[{time.time() - t_start:7.1f}s] {msg}"
@@ -236,6 +288,13 @@ def main(argv: list[str] | None = None) -> int:
         "cuda": torch.version.cuda,
     }
     log(f"environment {json.dumps(env)}")
+    size_name = "tiny" if args.tiny else args.size
+    weights_mib = fp16_weights_mib(size_name, TextTokenizer.from_folder(args.tokenizer).vocab_size)
+    if weights_mib > MAX_WEIGHTS_MIB:
+        log(
+            f"size {size_name}: {weights_mib:.0f} MiB of fp16 weights could not come back (limit {MAX_WEIGHTS_MIB:.0f})"
+        )
+        return 2
     if cuda:
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
@@ -289,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
         ar_fraction=args.ar_fraction,
         eval_every_minutes=2.0,
         eval_windows=8 if args.tiny else 512,
-        eval_batch=8 if args.tiny else batch,  # same shape as training: no recompile for eval
+        eval_batch=8 if args.tiny else batch,
         checkpoint_every_minutes=1e9,  # one checkpoint at the end: the run is short
         export_every_minutes=1e9,
         export_dir=str(export_dir),
@@ -314,7 +373,14 @@ def main(argv: list[str] | None = None) -> int:
         log(f"training budget {minutes} -> {planned:.2f} minutes to finish by {args.deadline_seconds:.0f}s")
         cfg.time_budget_minutes = planned
     t1 = time.time()
-    result = trainer.fit()
+    error = None
+    try:
+        result = trainer.fit()
+    except Exception as exc:  # out of memory, a kernel fault, a bug: bring back what was exported
+        error = f"{type(exc).__name__}: {exc}"
+        log("training failed:\n" + traceback.format_exc(limit=6))
+        result = dict(trainer.metrics)
+        salvage_export(trainer, export_dir, log)
     train_seconds = time.time() - t1
 
     # 3. numbers, and the model packed at once: a call killed during distillation still brings it back ---------
@@ -339,6 +405,7 @@ def main(argv: list[str] | None = None) -> int:
         "stages": stages,
         "metrics": result,
         "history": trainer.history,
+        "error": error,
         "distill": None,  # the shipped folder is the distilled model when this is not None
         "seconds": {"corpus": round(corpus_seconds, 1), "train": round(train_seconds, 1)},
         "corpus": json.loads((Path(corpus_dir) / "shards.json").read_text()),
@@ -348,18 +415,27 @@ def main(argv: list[str] | None = None) -> int:
 
     def write_outputs() -> None:
         numbers["seconds"]["total"] = round(time.time() - t_start, 1)
-        numbers["model_parts"] = pack_model(export_dir, out)
+        if export_dir.is_dir():
+            numbers["model_parts"] = pack_model(export_dir, out)
         (out / "gpu_run.json").write_text(json.dumps(numbers, indent=1, default=str) + "\n")
         train_log = Path(cfg.run_dir) / "train.log"
         if train_log.is_file():
             (out / "train.log").write_bytes(train_log.read_bytes()[-4_000_000:])
 
     write_outputs()
+    if error is not None:
+        log(f"failed: {error}; " + ("the last export came back" if export_dir.is_dir() else "no model to bring back"))
+        return 1
     if args.distill_minutes > 0:
         left = None if args.deadline_seconds is None else args.deadline_seconds - (time.time() - t_start)
         if left is None or left >= distill_reserve + PACK_S:
-            numbers["distill"] = distill_stage(args, cfg, export_dir, log)
-            write_outputs()
+            try:
+                numbers["distill"] = distill_stage(args, cfg, export_dir, log)
+                write_outputs()
+            except Exception as exc:  # the main run's model is packed already: keep it, say why
+                numbers["distill_error"] = f"{type(exc).__name__}: {exc}"
+                log("distillation failed, the main run's model stays:\n" + traceback.format_exc(limit=6))
+                (out / "gpu_run.json").write_text(json.dumps(numbers, indent=1, default=str) + "\n")
         else:
             log(f"distillation skipped: {left:.0f}s left before the deadline, it needs {distill_reserve + PACK_S:.0f}s")
     distill = numbers["distill"]

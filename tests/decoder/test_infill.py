@@ -17,6 +17,7 @@ from decoder.prompts import (
     heal_indentation,
     stop_before_closing_quotes,
 )
+from decoder.router import generate
 from tests.tiny_models import train_tiny_tokenizer, write_tiny_qwen2
 
 
@@ -115,6 +116,21 @@ def test_healing_works_when_the_model_has_more_rows_than_the_tokenizer(tmp_path,
     assert padded.model.config.vocab_size == width
     res = infill(padded, "class Stack:\n    def push(self, item):\n        self.ite", "\n", mode, GenerationParams(8))
     assert res.healed_text and padded.tokenizer.token_texts[res.generation.token_ids[0]].startswith(res.healed_text)
+
+
+@pytest.mark.parametrize("mode", ["ar", "block"])
+def test_padded_vocabulary_rows_are_never_generated(tmp_path, mode):
+    tokens = train_tiny_tokenizer().get_vocab_size()
+    padded = Engine.from_folder(write_tiny_qwen2(tmp_path / "padded", vocab_size=tokens + 16))
+    ids = padded.tokenizer.encode("def add(a, b):\n    return ")
+    with torch.inference_mode():
+        hidden = padded.start(ids, reserve=1).last_hidden
+        raw = padded.model.logits(hidden)
+        head = padded.model.lm_head.weight
+        head[tokens:] = head[int(raw.argmax())] * 2  # the padding rows now outscore the model's favourite
+        assert padded.model.logits(hidden)[tokens:].min() > raw.max() > 0
+    res = generate(padded, ids, mode, GenerationParams(max_new_tokens=6, block_size=4))
+    assert res.token_ids and max(res.token_ids) < tokens
 
 
 def test_text_stop_rules():

@@ -8,7 +8,7 @@ from transformers import Qwen2ForCausalLM
 
 from decoder.checkpoint import CheckpointError, load_model, save_model
 from decoder.masks import step_mask
-from decoder.model import LayerKV
+from decoder.model import LayerKV, attention
 from tests.tiny_models import write_tiny_qwen2
 
 
@@ -77,3 +77,24 @@ def test_missing_and_corrupt_weights_raise_clear_errors(tiny_model_dir, tmp_path
     (broken / "config.json").write_text('{"model_type": "gpt2"}')
     with pytest.raises(CheckpointError, match="unsupported model_type"):
         load_model(broken)
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_expanded_key_value_heads_give_the_same_attention(causal):
+    # The CUDA path repeats grouped key/value heads when a mask is given (so a fused kernel can take it).
+    gen = torch.Generator().manual_seed(3)
+    q, k, v = (
+        torch.randn(2, 6, 10, 16, generator=gen),
+        torch.randn(2, 2, 10, 16, generator=gen),
+        torch.randn(2, 2, 10, 16, generator=gen),
+    )
+    mask = None if causal else torch.rand(1, 1, 10, 10, generator=gen) > 0.3
+    mask = mask if mask is None else mask | torch.eye(10, dtype=torch.bool)  # every row sees something
+    grouped = attention(q, k, v, mask, causal, expand_groups=False)
+    expanded = attention(q, k, v, mask, causal, expand_groups=True)
+    torch.testing.assert_close(expanded, grouped, rtol=1e-5, atol=1e-6)
+    manual_k = k.repeat_interleave(3, dim=1)  # query head h reads key/value head h // 3, as GQA defines it
+    manual = torch.nn.functional.scaled_dot_product_attention(
+        q, manual_k, v.repeat_interleave(3, dim=1), mask, is_causal=causal
+    )
+    torch.testing.assert_close(expanded, manual, rtol=1e-5, atol=1e-6)

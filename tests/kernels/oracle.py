@@ -9,8 +9,9 @@ from kernels import reference
 
 
 def scaled_fp32(logits: Tensor, temperature: float) -> Tensor:
-    """The spec's fp32 temperature scaling: x * fp32(1 / T)."""
+    """The spec's fp32 temperature scaling: x * fp32(1 / T), with NaN read as -inf."""
     x = logits.float()
+    x = x.masked_fill(x.isnan(), float("-inf"))
     return x * (1.0 / temperature) if temperature > 0 else x
 
 

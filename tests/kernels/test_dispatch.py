@@ -20,7 +20,10 @@ def test_backend_names(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("PARAFILL_DENOISE", raising=False)
     assert kernels.denoise_backend_name("cpu") == "reference"
     monkeypatch.setattr(dispatch, "triton_available", lambda: True)
+    monkeypatch.setattr(dispatch, "triton_launches", lambda device: True)
     assert kernels.denoise_backend_name("cuda") == "triton"
+    monkeypatch.setattr(dispatch, "triton_launches", lambda device: False)  # imports, but cannot launch
+    assert kernels.denoise_backend_name("cuda") == "reference"
     monkeypatch.setattr(dispatch, "triton_available", lambda: False)
     assert kernels.denoise_backend_name("cuda") == "reference"
     monkeypatch.setenv("PARAFILL_DENOISE", "triton")
@@ -52,6 +55,16 @@ def test_forced_triton_errors_are_clear(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setattr(dispatch, "triton_available", lambda: False)  # as on a machine without triton
     with pytest.raises(RuntimeError, match="not importable"):
         kernels.denoise_step(logits, masked, 0.5)
+
+
+def test_a_triton_that_cannot_launch_is_reported_and_not_used(caplog: pytest.LogCaptureFixture) -> None:
+    # This process has triton but no GPU and no interpreter: a real launch fails, as it does on a CUDA
+    # machine without a C compiler for triton's driver stub.
+    pytest.importorskip("triton")
+    dispatch.triton_launches.cache_clear()
+    with caplog.at_level("WARNING", logger="parafill.kernels"):
+        assert dispatch.triton_launches(torch.device("cpu")) is False
+    assert "cannot launch on cpu" in caplog.text and "using the PyTorch reference" in caplog.text
 
 
 def test_forced_triton_runs_interpreted_kernels_on_cpu(tdn: Interpreted) -> None:

@@ -34,6 +34,7 @@ def check(
     assert tokens.shape == conf.shape == commit.shape == (n,)
     assert tokens.dtype == torch.int64 and conf.dtype == torch.float32 and commit.dtype == torch.bool
     logits64 = hidden.double() @ weight.double().t()
+    logits64 = logits64.masked_fill(logits64.isnan(), float("-inf"))  # the spec reads NaN as -inf
     scaled64 = logits64 * float(torch.tensor(1.0 / temperature)) if temperature > 0 else logits64
     # fp32 accumulation over D against float64: a few ulps of the logits
     torch.testing.assert_close(conf.double(), confidence64(scaled64), rtol=1e-5, atol=1e-6)
@@ -74,6 +75,18 @@ def test_lm_head_row_tiles_and_strides(tdn: Interpreted) -> None:
         hidden, weight, masked, 0.5, 5, None, 0.0, None, block_v=32, block_d=16, tiles_per_split=1
     )
     check(out, hidden, weight, masked, 0.5, 5, None)
+
+
+def test_lm_head_nan_logits_count_as_negative_infinity(tdn: Interpreted) -> None:
+    n, v, d = 4, 96, 32
+    hidden, weight = inputs(n, v, d, torch.float32, seed=5)
+    weight[[3, 70]] = float("nan")  # two vocabulary rows whose logits are NaN for every position
+    hidden[3] = float("nan")  # a position whose every logit is NaN
+    masked = torch.ones(n, dtype=torch.bool)
+    out = tdn.lm_head_denoise_step(hidden, weight, masked, 0.3, 2, block_v=32, block_d=16, tiles_per_split=1)
+    check(out, hidden, weight, masked, 0.3, 2, None)
+    tokens, conf, _ = out
+    assert not set(tokens[:3].tolist()) & {3, 70} and tokens[3] == 0 and conf[3] == 0.0
 
 
 def test_lm_head_mixed_dtypes_and_host_defaults(tdn: Interpreted) -> None:

@@ -129,6 +129,20 @@ def test_positive_infinity_like_reference(tdn: Interpreted) -> None:
     assert torch.equal(got[2], want[2])
 
 
+@pytest.mark.parametrize("n_splits", [1, 3])
+def test_nan_logits_count_as_negative_infinity_however_the_vocabulary_is_split(tdn: Interpreted, n_splits: int) -> None:
+    # A +inf logit on a banned token plus its -inf bias is NaN. Before NaN had a meaning, the kernel's
+    # answer here depended on the tiling (confidence ~1 and a commit with 3 slices, 0 with 1).
+    logits = torch.full((3, 300), -5.0)
+    logits[:2, 100] = 10.0
+    logits[0, 5] = logits[1, 250] = float("nan")
+    logits[2] = float("nan")  # nothing but NaN: no probability mass at all
+    masked = torch.ones(3, dtype=torch.bool)
+    tokens, conf, commit = run(tdn, logits, masked, 0.9, None, masked.clone().fill_(False), n_splits=n_splits)
+    assert tokens.tolist() == [100, 100, 0] and commit.tolist() == [True, True, False]
+    assert conf[2] == 0.0 and conf[:2].min() > 0.99
+
+
 def test_temperature_is_a_reciprocal_multiply(tdn: Interpreted) -> None:
     # a < b, but a * fp32(1/0.7) == b * fp32(1/0.7) in fp32 (a tie: the lower index wins) while a / 0.7 <
     # b / 0.7: pins the rounding that the kernels and the reference share.

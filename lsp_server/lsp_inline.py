@@ -50,6 +50,10 @@ async def answer_inline(ls: ParafillServer, params: types.InlineCompletionParams
     except asyncio.CancelledError:
         ls.service.note("cancelled")
         raise  # pygls answers -32800
+    except Exception:  # ghost text is never asked for: an error popup would be worse than no suggestion
+        log.exception("inlineCompletion at %s:%d:%d failed: empty answer", uri, pos.line, pos.character)
+        ls.service.note("inline_failed")
+        return []
     finally:
         ls.scheduler.release(msg_id, token, uri)
     if token.reason == "cancelled":

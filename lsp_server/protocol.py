@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("parafill.protocol")
 
 EXPLAIN_COMMAND = "parafill.explain"
+_RESPONSE_KEYS = {"result", "error"}
 
 
 def plain(value: Any) -> Any:
@@ -43,12 +44,16 @@ def plain(value: Any) -> Any:
     return value
 
 
+def _valid_id(msg_id: Any) -> bool:
+    return isinstance(msg_id, (int, str)) and not isinstance(msg_id, bool)
+
+
 class _Unreadable:
     """A message whose body could not be structured. A request (with an id) is answered with an error,
     never dropped; a notification is dropped with a log line."""
 
     def __init__(self, msg_id: Any, method: str, error: Exception) -> None:
-        self.id = msg_id if isinstance(msg_id, (int, str)) and not isinstance(msg_id, bool) else None
+        self.id = msg_id if _valid_id(msg_id) else None
         self.is_request = msg_id is not None
         self.method, self.error = method, error
 
@@ -63,6 +68,11 @@ class ParafillProtocol(LanguageServerProtocol):
     # -- every request gets an answer -----------------------------------------------------------------
 
     def structure_message(self, data: dict[str, Any]) -> Any:
+        # pygls structures every dict of a message, innermost first (it is json's object_hook), and takes any
+        # dict with a "jsonrpc" key for a message: a params value such as {"jsonrpc": "2.0"} made the whole
+        # request unreadable and it was never answered. Only what can be a message is one.
+        if isinstance(data, dict) and "method" not in data and not ("id" in data and _RESPONSE_KEYS & data.keys()):
+            return data
         try:
             return super().structure_message(data)
         except JsonRpcException as exc:
@@ -80,6 +90,11 @@ class ParafillProtocol(LanguageServerProtocol):
             return
         method = getattr(message, "method", None)
         is_request = message.is_request if unreadable else method is not None and hasattr(message, "id")
+        if is_request and not unreadable and not _valid_id(message.id):
+            # pygls would fail on it in a callback (a dict id is unhashable) and answer nothing
+            log.warning("request %r with an invalid id %r: answered -32600", method, message.id)
+            self._reply_error(None, JsonRpcInvalidRequest("a request id must be a string or an integer"))
+            return
         if not self._admit(message, method, is_request, readable=not unreadable):
             return
         if unreadable:

@@ -9,6 +9,7 @@ superseding and the time budget close the HTTP stream, so the server stops gener
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable
 from typing import Any
@@ -52,10 +53,10 @@ def serves(settings: Settings, kind: str) -> bool:
 
 
 def _fill(template: str, **parts: str) -> str:
-    """`{name}` placeholders replaced literally (code is full of braces: no str.format)."""
-    for name, value in parts.items():
-        template = template.replace("{" + name + "}", value)
-    return template
+    """`{name}` placeholders replaced literally (code is full of braces: no str.format), in one pass: the code
+    put in for one placeholder may itself contain `{suffix}` (an f-string), which must stay as it is."""
+    pattern = "|".join(re.escape("{" + name + "}") for name in parts)
+    return re.sub(pattern, lambda m: parts[m.group(0)[1:-1]], template) if parts else template
 
 
 def run_remote_explain(

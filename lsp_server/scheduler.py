@@ -2,8 +2,9 @@
 
 The decoders poll an interrupt callable before every forward pass; a `CancelToken` is that callable.
 `$/cancelRequest`, a newer inline request for the same document, and shutdown all just set a token, so
-work stops at the next pass boundary. Inline completions get priority: while one runs, an explain
-pauses between its passes (bounded), so a long explanation never makes the user wait for a suggestion.
+work stops at the next pass boundary. Inline completions get priority: they run on their own workers, so
+they never queue behind explanations, and while one runs an explain pauses between its passes (bounded),
+so a long explanation never makes the user wait for a suggestion.
 """
 
 from __future__ import annotations
@@ -37,9 +38,12 @@ class CancelToken:
 
 
 class Scheduler:
-    def __init__(self, workers: int = 4, max_explain_pause_s: float = 5.0) -> None:
-        # Our own pool: pygls reads stdin on its pool, which model work must never occupy.
-        self.executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="parafill-work")
+    def __init__(self, workers: int = 4, explain_workers: int = 2, max_explain_pause_s: float = 5.0) -> None:
+        # Our own pools: pygls reads stdin on its pool, which model work must never occupy. Inline work has a
+        # pool of its own: with one shared pool, four running explanations held every worker and a
+        # suggestion waited for one of them to finish (19 s).
+        self.executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="parafill-inline")
+        self.background = ThreadPoolExecutor(max_workers=explain_workers, thread_name_prefix="parafill-explain")
         self.max_explain_pause_s = max_explain_pause_s
         self._lock = threading.Lock()
         self._by_msg: dict[MsgId, CancelToken] = {}
@@ -100,7 +104,8 @@ class Scheduler:
     async def run(self, fn: Callable[[], T], token: CancelToken, inline: bool = False) -> T | None:
         """Run `fn` in a worker thread; None if the token was set before it started. If the awaiting task
         is cancelled (pygls does that on `$/cancelRequest`), the token is set so the thread stops too."""
-        future = self.executor.submit(self._call, fn, token, inline)
+        pool = self.executor if inline else self.background
+        future = pool.submit(self._call, fn, token, inline)
         try:
             return await asyncio.wrap_future(future)
         except asyncio.CancelledError:
@@ -140,3 +145,4 @@ class Scheduler:
     def shutdown(self) -> None:
         self.cancel_all("shutdown")
         self.executor.shutdown(wait=False, cancel_futures=True)
+        self.background.shutdown(wait=False, cancel_futures=True)

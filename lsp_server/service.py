@@ -51,6 +51,7 @@ class CompletionService:
             "inline_time_budget": 0,
             "explain_requests": 0,
             "inline_remote": 0,  # inline requests sent to the remote server
+            "inline_failed": 0,  # an unexpected error (out of memory, a bug): logged, answered with no items
             "cancelled": 0,
             "superseded": 0,
             "forward_passes": 0,  # summed over finished generations

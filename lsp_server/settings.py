@@ -6,6 +6,7 @@ never stops the server: it is reported as a warning and the previous value is ke
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
@@ -165,11 +166,14 @@ def _coerce(name: str, value: Any) -> Any:
         return value
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValueError("expected a number")
+    if isinstance(value, float) and not math.isfinite(value):  # JSON readers take 1e999 as inf, and NaN
+        raise ValueError("expected a finite number")
     if kind is int:
         if value != int(value):
             raise ValueError("expected an integer")
         value = int(value)
-    value = float(value) if kind is float else value
+    if kind is float and isinstance(value, int):
+        value = float(value) if abs(value) < 2**1023 else math.copysign(math.inf, value)  # 400 digits: out of range
     if (low is not None and value < low) or (high is not None and value > high):
         raise ValueError(f"expected a value in [{low}, {high}]")
     return value
@@ -199,6 +203,6 @@ def parse_settings(raw: Any, base: Settings | None = None) -> tuple[Settings, li
             continue
         try:
             changes[name] = _coerce(name, value)
-        except ValueError as exc:
+        except (ValueError, OverflowError, TypeError) as exc:  # one bad key costs only itself
             warnings.append(f"setting {key!r}={value!r}: {exc}; keeping {getattr(base, name)!r}")
     return replace(base, **changes), warnings

@@ -87,6 +87,13 @@ async def test_malformed_messages_before_initialize_and_after_shutdown(tiny_mode
         assert (await c.response(6))["error"]["code"] == -32601
         c.send({"method": "$/cancelRequest", "params": {"id": 12345}})  # cancel of an unknown id
 
+        # a value inside params that looks like a message is just a value
+        c.send({"id": 10, "method": "parafill/stats", "params": {"x": {"jsonrpc": "2.0", "id": 3}}})
+        assert "forward_passes" in (await c.response(10))["result"]
+        for bad_id in ({}, [1], True, 1.5):  # ids are strings or integers: -32600 with a null id, serving on
+            c.send({"id": bad_id, "method": "parafill/stats", "params": {}})
+            assert (await c.response(None))["error"]["code"] == -32600
+
         c.send({"id": 7, "method": "parafill/stats", "params": {}})  # still serving
         assert "forward_passes" in (await c.response(7))["result"]
 

@@ -117,6 +117,29 @@ async def test_an_explain_in_progress_does_not_starve_inline_completions(shared)
     assert answer["text"] and answer["route"] == "ar"
 
 
+async def test_inline_completions_never_queue_behind_explanations(shared):
+    # More explanations than there are workers: with one shared pool, the suggestion waited for one to end.
+    text = SAMPLE.read_text()
+    uri = doc_uri("many_explains.py")
+    shared.open(uri, text)
+    rng = {"start": {"line": 24, "character": 0}, "end": {"line": 40, "character": 0}}
+    explains = [
+        asyncio.ensure_future(
+            shared.send("parafill/explain", {"textDocument": {"uri": uri}, "range": rng, "workDoneToken": f"many-{i}"})
+        )
+        for i in range(5)
+    ]
+    for _ in range(3000):  # wait until explanations are decoding
+        if any(token.startswith("many-") and value["kind"] == "report" for token, value in shared.progress):
+            break
+        await asyncio.sleep(0.01)
+    line, col = position_of(text, end_of_line_with(text, "def is_available(self) -> bool:"))
+    await shared.inline(uri, line, col)
+    assert not any(e.done() for e in explains), "the suggestion waited for an explanation to finish"
+    answers = [plain(a) for a in await asyncio.wait_for(asyncio.gather(*explains), 120)]
+    assert all(a["text"] for a in answers)
+
+
 async def test_debounce_lets_a_newer_request_supersede_before_any_model_work(shared):
     text = SAMPLE.read_text()
     uri = doc_uri("debounce.py")

@@ -206,3 +206,21 @@ async def test_an_unexpected_error_during_explain_ends_its_progress_and_the_serv
         assert await session.inline(uri, *position_of(SAMPLE.read_text(), 40))
     finally:
         assert await session.stop() == 0
+
+
+async def test_an_unexpected_error_during_an_inline_completion_answers_no_items_and_serving_goes_on(tiny_model_dir):
+    faulty = [sys.executable, "-m", "tests.lsp.faulty_server", "1"]  # the first counted pass raises
+    session = await Session().start(tiny_options(tiny_model_dir), server=faulty)
+    try:
+        text = SAMPLE.read_text()
+        uri = doc_uri("faulty_inline.py")
+        session.open(uri, text)
+        position = position_of(text, end_of_line_with(text, "def is_available(self) -> bool:"))
+        assert await session.inline(uri, *position) == []
+        assert (await session.stats())["inline_failed"] == 1
+        await session.inline(uri, *position)  # the next one runs the model normally
+        stats = await session.stats()
+        assert stats["inline_failed"] == 1 and stats["last"]["inline"]["forward_passes"] > 0
+        assert any(FAULT_MESSAGE in line for line in session.stderr)
+    finally:
+        assert await session.stop() == 0

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import math
+
 from lsp_server.doc_state import DocumentStates
 from lsp_server.postprocess import Candidate
 from lsp_server.settings import Settings, parse_settings
@@ -57,6 +60,16 @@ def test_settings_accept_camel_and_snake_case_under_a_section_and_keep_bad_value
     assert parse_settings({"minConfidence": 1.5})[0].min_confidence == Settings().min_confidence == 0.0
     too_many, warned = parse_settings({"lookupTokens": 65})
     assert too_many.lookup_tokens == Settings().lookup_tokens == 8 and warned
+
+
+def test_numbers_json_allows_but_no_setting_means_are_refused_one_key_at_a_time():
+    # Python's JSON reader turns 1e999 into inf and accepts NaN; a 400-digit integer overflows float().
+    raw = json.loads('{"timeBudgetMs": 1e999, "threshold": NaN, "minConfidence": ' + "9" * 400 + ', "maxLines": 4}')
+    settings, warnings = parse_settings(raw)
+    assert settings.max_lines == 4 and len(warnings) == 3  # the good key still applies
+    assert settings.time_budget_ms == Settings().time_budget_ms and settings.threshold == Settings().threshold
+    assert settings.min_confidence == Settings().min_confidence
+    assert parse_settings({"threshold": -math.inf})[0].threshold == Settings().threshold
 
 
 def test_null_or_empty_means_the_default_even_where_the_default_is_not_none():

@@ -41,3 +41,6 @@ def test_templates_fill_literally():
     template = "<|fim_suffix|>{suffix}<|fim_prefix|>{prefix}<|fim_middle|>"
     filled = _fill(template, prefix="d = {'a': {x}}", suffix="}")
     assert filled == "<|fim_suffix|>}<|fim_prefix|>d = {'a': {x}}<|fim_middle|>"
+    # code that spells a placeholder is code, not a placeholder (the old one-after-another replace filled it)
+    filled = _fill("{prefix}<FIM>{suffix}", prefix='f"{prefix}{suffix}"', suffix="\nprint(x)\n")
+    assert filled == 'f"{prefix}{suffix}"<FIM>\nprint(x)\n'

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 _WORD = re.compile(r"\w")
 OPENERS = {"(": ")", "[": "]", "{": "}"}
 CLOSERS = {v: k for k, v in OPENERS.items()}
+INVALID = "\ufffd"  # what decoding puts for bytes that are not UTF-8
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,15 @@ def block_end(text: str, indent: int, max_lines: int) -> int:
     return len(text)
 
 
+def cut_invalid_bytes(ctx: RuleContext, c: Candidate) -> Candidate | None:
+    """Cut at the first U+FFFD: the model wrote bytes that are not UTF-8 and decoding turned them into it. Kept
+    where the document around the cursor holds one too (the model may be copying it)."""
+    cut = c.text.find(INVALID)
+    if cut < 0 or any(INVALID in part for part in (ctx.prefix, ctx.line_suffix, ctx.next_lines)):
+        return c
+    return replace(c, text=c.text[:cut])
+
+
 def limit_scope(ctx: RuleContext, c: Candidate) -> Candidate | None:
     """Single-line mode keeps the first line; multi-line mode keeps the current block."""
     text = c.text.replace("\r\n", "\n").replace("\r", "\n")
@@ -64,7 +74,7 @@ def trim_trailing_whitespace(ctx: RuleContext, c: Candidate) -> Candidate | None
 def trim_suffix_overlap(ctx: RuleContext, c: Candidate) -> Candidate | None:
     """Never repeat what already follows the cursor: whole trailing lines equal to the next lines of the
     document, then trailing characters equal to the start of what stays of the cursor line after the item
-    (the characters the item replaces are not counted)."""
+    (the characters the item replaces are not counted, and neither are closers that are the item's own)."""
     text = c.text
     if "\n" in text:
         lines = text.split("\n")
@@ -76,7 +86,8 @@ def trim_suffix_overlap(ctx: RuleContext, c: Candidate) -> Candidate | None:
                 break
     rest = ctx.line_suffix[c.replace_chars :]
     whole = len(rest.rstrip())
-    for k in range(min(len(rest), len(text)), 0, -1):
+    keep = own_end(ctx, text, c.replace_chars)
+    for k in range(min(len(rest), len(text) - keep), 0, -1):
         piece = rest[:k]
         # Only the whole rest of the line or punctuation (auto-closed brackets, quotes): a single shared
         # word character is more likely coincidence than repetition.
@@ -92,9 +103,11 @@ class BracketScanner:
     def __init__(self) -> None:
         self.quote: str | None = None
         self.comment = False
+        self.string_end: int | None = None  # in the last `feed`: just past the first string's closing quote
 
     def feed(self, text: str) -> list[tuple[int, str]]:
         found: list[tuple[int, str]] = []
+        self.string_end = None
         i, n = 0, len(text)
         while i < n:
             ch = text[i]
@@ -106,6 +119,8 @@ class BracketScanner:
                 elif text.startswith(self.quote, i):
                     i += len(self.quote) - 1
                     self.quote = None
+                    if self.string_end is None:
+                        self.string_end = i + 1
                 elif ch == "\n" and len(self.quote) == 1:
                     self.quote = None  # an unterminated one-line string ends with its line
             elif ch == "#":
@@ -119,34 +134,88 @@ class BracketScanner:
         return found
 
 
-def balance_brackets(ctx: RuleContext, c: Candidate) -> Candidate | None:
-    """Cut at a closing bracket that closes nothing; when the completion closes brackets opened before
-    the cursor that the editor already auto-closed after it, replace those auto-closed characters."""
+@dataclass(frozen=True)
+class Closings:
+    """What a completion closes, by index in its text (each index just past the closing text)."""
+
+    outer: tuple[tuple[int, str], ...]  # the string, then the brackets, open at the cursor, innermost first
+    own: tuple[int, ...]  # closers of brackets the completion opened itself
+    stray: int | None  # the first closer that closes nothing (outer stops there)
+    closes_all: bool  # the completion closes every bracket open at the cursor before `stray`
+
+
+def scan_closings(prefix: str, text: str) -> Closings:
     scanner = BracketScanner()
     stack: list[str] = []
-    for _, ch in scanner.feed(ctx.prefix):
+    for _, ch in scanner.feed(prefix):
         if ch in OPENERS:
             stack.append(ch)
         elif stack and stack[-1] == CLOSERS[ch]:
             stack.pop()
-    outer = len(stack)  # brackets still open at the cursor
-    closed_outer: list[str] = []  # closers in the completion that close those, innermost first
-    for i, ch in scanner.feed(c.text):
+    outer, quote = len(stack), scanner.quote  # brackets and string still open at the cursor
+    found = scanner.feed(text)
+    closed: list[tuple[int, str]] = [(scanner.string_end, quote)] if quote and scanner.string_end else []
+    own: list[int] = []
+    stray: int | None = None
+    for i, ch in found:
         if ch in OPENERS:
             stack.append(ch)
-            continue
-        if not stack or stack[-1] != CLOSERS[ch]:
-            return replace(c, text=c.text[:i].rstrip(), replace_chars=0)
-        stack.pop()
-        if len(stack) < outer:
-            outer -= 1
-            closed_outer.append(ch)
-    auto_closed = 0
-    for expected, actual in zip(closed_outer, ctx.line_suffix, strict=False):
-        if expected != actual:
+        elif not stack or stack[-1] != CLOSERS[ch]:
+            stray = i if stray is None else stray
+        else:
+            stack.pop()
+            if len(stack) >= outer:
+                own.append(i + 1)
+            elif stray is None:
+                outer -= 1
+                closed.append((i + 1, ch))
+    return Closings(tuple(closed), tuple(own), stray, outer == 0)
+
+
+def match_auto_closed(line_suffix: str, outer: tuple[tuple[int, str], ...]) -> list[tuple[int, int]]:
+    """(characters of `line_suffix` replaced, index in the text) after each closing in `outer` that the editor
+    had already auto-closed after the cursor, in order; a string quote it did not auto-close is skipped."""
+    steps: list[tuple[int, int]] = []
+    replaced = 0
+    for end, closing in outer:
+        if line_suffix.startswith(closing, replaced):
+            replaced += len(closing)
+        elif closing in CLOSERS:
             break
-        auto_closed += 1
-    return replace(c, replace_chars=max(c.replace_chars, auto_closed))
+        steps.append((replaced, end))
+    return steps
+
+
+def own_end(ctx: RuleContext, text: str, replace_chars: int) -> int:
+    """End of the part of `text` whose closers are the completion's own: brackets it opened, and the
+    auto-closed characters it already replaces."""
+    closings = scan_closings(ctx.prefix, text)
+    steps = match_auto_closed(ctx.line_suffix, closings.outer)
+    replacing = [end for replaced, end in steps if 0 < replaced <= replace_chars]  # 0: a quote not auto-closed
+    return max((*closings.own, *replacing), default=0)
+
+
+def drop_echo(text: str, start: int, echoed: str) -> str:
+    """Drop what follows `start` on its line when it only repeats `echoed`: the model wrote the auto-closed text
+    that followed the cursor, then wrote it again."""
+    line_end = text.find("\n", start)
+    line_end = len(text) if line_end < 0 else line_end
+    after = text[start:line_end]
+    if echoed and after and (echoed * len(after)).startswith(after):
+        return text[:start] + text[line_end:]
+    return text
+
+
+def balance_brackets(ctx: RuleContext, c: Candidate) -> Candidate | None:
+    """Cut at a closing bracket that closes nothing; when the completion closes brackets (and the string) open
+    before the cursor that the editor already auto-closed after it, replace those auto-closed characters."""
+    closings = scan_closings(ctx.prefix, c.text)
+    text = c.text if closings.stray is None else c.text[: closings.stray].rstrip()
+    steps = match_auto_closed(ctx.line_suffix, closings.outer)
+    replaced, end = steps[-1] if steps else (0, 0)
+    if closings.closes_all and len(steps) == len(closings.outer):
+        text = drop_echo(text, end, ctx.line_suffix[:replaced])
+    return replace(c, text=text, replace_chars=max(c.replace_chars, replaced))
 
 
 def drop_blank(ctx: RuleContext, c: Candidate) -> Candidate | None:
@@ -155,7 +224,15 @@ def drop_blank(ctx: RuleContext, c: Candidate) -> Candidate | None:
 
 # balance_brackets runs before trim_suffix_overlap: once the item replaces an auto-closed bracket, that
 # bracket no longer follows the completion and must not be trimmed from it.
-CHAIN: tuple[Rule, ...] = (limit_scope, trim_trailing_whitespace, balance_brackets, trim_suffix_overlap, drop_blank)
+# cut_invalid_bytes runs first: no later rule should keep or balance text past the invalid bytes.
+CHAIN: tuple[Rule, ...] = (
+    cut_invalid_bytes,
+    limit_scope,
+    trim_trailing_whitespace,
+    balance_brackets,
+    trim_suffix_overlap,
+    drop_blank,
+)
 
 
 def postprocess(ctx: RuleContext, text: str, chain: tuple[Rule, ...] = CHAIN) -> Candidate | None:

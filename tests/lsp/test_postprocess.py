@@ -12,6 +12,7 @@ from lsp_server.postprocess import (
     RuleContext,
     balance_brackets,
     block_end,
+    cut_invalid_bytes,
     drop_blank,
     limit_scope,
     postprocess,
@@ -37,6 +38,32 @@ def ctx_for(document: str, max_lines: int = 16) -> RuleContext:
         indent=shape.indent,
         max_lines=max_lines,
     )
+
+
+def accepted(document: str, candidate: Candidate | None) -> str:
+    """The document after the user accepts `candidate` at the cursor: what they end up with."""
+    before, after = document.split(CURSOR)
+    if candidate is None:
+        return before + after
+    return before + candidate.text + after[candidate.replace_chars :]
+
+
+# -- cut_invalid_bytes: U+FFFD is an invalid byte sequence the model wrote, not code ---------------------
+
+
+@pytest.mark.parametrize(
+    ("document", "raw", "expected"),
+    [
+        ("    self.|\n", "quantity\ufffdish_code = 1", "quantity"),
+        ("x = |\n", "\ufffd", ""),
+        ("x = |\n", "value", "value"),
+        # the document itself holds one (before or after the cursor): the model may be copying it
+        ('s = "\ufffd"\nx = |\n', '"\ufffd"', '"\ufffd"'),
+        ('x = |\ns = "\ufffd"\n', '"\ufffd"', '"\ufffd"'),
+    ],
+)
+def test_cut_invalid_bytes(document, raw, expected):
+    assert cut_invalid_bytes(ctx_for(document), Candidate(raw)).text == expected
 
 
 # -- limit_scope: the rest of the line, or the block being started (lsp_server.context.completion_shape) -----
@@ -103,10 +130,19 @@ def test_trim_trailing_whitespace():
         # whole lines equal to the document's next lines are dropped
         ("def f():\n    |\n    return x\n", "x = 1\n    return x", "x = 1"),
         ("def f():\n    |\n    return x\n", "x = 1\n    return y", "x = 1\n    return y"),
+        # a closer that balances a bracket the completion opened is the completion's own: kept
+        ("    return len(self.|)\n", "items()", "items()"),
+        ("y = foo(|)\n", "bar())", "bar()"),
     ],
 )
 def test_trim_suffix_overlap(document, raw, expected):
     assert trim_suffix_overlap(ctx_for(document), Candidate(raw)).text == expected
+
+
+def test_trim_suffix_overlap_keeps_closers_the_item_already_replaces():
+    # the item's `)` replaces bar's auto-closed one; the `)` left after it is foo's, not a repeat
+    out = trim_suffix_overlap(ctx_for("x = foo(bar(|))\n"), Candidate("x)", 1))
+    assert out == Candidate("x)", 1)
 
 
 # -- balance_brackets --------------------------------------------------------------------------------
@@ -125,9 +161,18 @@ def test_trim_suffix_overlap(document, raw, expected):
         ("d = {'a': [|]}\n", "1]}", "1]}", 2),
         # brackets inside strings and comments do not count
         ("s = |\n", "'(' + x  # )", "'(' + x  # )", 0),
-        ('print("|")\n', ')")', ')")', 0),
+        # ...the string's auto-closed quote before the auto-closed bracket is replaced with it
+        ('print("|")\n', ')")', ')")', 2),
+        ('print("|")\n', 'hi") + 1', 'hi") + 1', 2),
         # balanced inside the completion: untouched
         ("x = |\n", "f(a[0], {1: 2})", "f(a[0], {1: 2})", 0),
+        # cut at a stray closer after the completion closed the auto-closed bracket: it still replaces it
+        ("foo(|)\n", "a) * 2)", "a) * 2", 1),
+        # the model echoed the auto-closed suffix after writing it: the echo goes
+        ('log.info("|")\n', '>")")")', '>")', 2),
+        ('log.info("|")\n', '>")"', '>")', 2),
+        # the line's auto-closed text is not all closers: only what the completion wrote before its closer
+        ("f(|value)\n", "x)", "x)", 0),
     ],
 )
 def test_balance_brackets(document, raw, expected, replace):
@@ -153,7 +198,8 @@ def test_drop_blank():
         ("print(|)\n", "total)", Candidate("total)", 1)),
         # the model closed the bracket itself and went on: the item replaces the auto-closed one
         ("print(|)\n", "total)\nprint(other)", Candidate("total)\nprint(other)", 1)),
-        ('name = "|"\n', 'bob"', Candidate("bob")),
+        # the completion closed the string: the item replaces the auto-closed quote
+        ('name = "|"\n', 'bob"', Candidate('bob"', 1)),
         ("total = sum(|)\n", "values) + 1  \n", Candidate("values) + 1", 1)),
         ("def f(a):|\n", "\n    return a\n\n\ndef g():\n", Candidate("\n    return a")),
         ("x = |value\n", "\n", None),  # single-line mode and the model went to the next line
@@ -165,6 +211,54 @@ def test_chain(document, raw, expected):
     assert postprocess(ctx_for(document), raw) == expected
 
 
+@pytest.mark.parametrize(
+    ("document", "raw", "expected"),
+    [
+        # the user's closing brackets are neither lost nor repeated
+        ("x = foo(bar(|))\n", "x)", "x = foo(bar(x))\n"),
+        ("x = foo(bar(|))\n", "x))", "x = foo(bar(x))\n"),
+        ("f(g(|)\n", "a))", "f(g(a))\n"),
+        ("    return len(self.|)\n", "items()", "    return len(self.items())\n"),
+        ("print(self.|)\n", "items()", "print(self.items())\n"),
+        ("y = foo(|)\n", "bar())", "y = foo(bar())\n"),
+        ('log.info("|")\n', '>")")")', 'log.info(">")\n'),
+        ('print("|")\n', 'hi") + 1', 'print("hi") + 1\n'),
+        ('print("|")\n', ')")', 'print(")")\n'),
+        ('print("|")\n', 'a", b', 'print("a", b)\n'),
+        ('name = "|"\n', 'bob""', 'name = "bob"\n'),
+        ('x = "|"\n', 'a" + "b"', 'x = "a" + "b"\n'),
+        ("f(g(|))\n", "a)) + 1", "f(g(a)) + 1\n"),
+        ('print("|)\n', 'hi")', 'print("hi")\n'),  # only the bracket was auto-closed
+        ('s = f"{|}"\n', 'x}"', 's = f"{x}"\n'),  # braces inside an f-string are string text
+        ("foo(|)\n", "\n    a,\n    b,\n)", "foo(\n    a,\n    b,\n)\n"),
+        ("foo(|)\n", "a) * 2)", "foo(a) * 2\n"),
+        # behaviours that stay
+        ("print(|)\n", "total)", "print(total)\n"),
+        ("print(|)\n", "total", "print(total)\n"),
+        ("print(|)\n", "total)\nprint(other)", "print(total)\nprint(other)\n"),
+        ("items = [|]\n", "1, 2]", "items = [1, 2]\n"),
+        ('name = "|"\n', 'bob"', 'name = "bob"\n'),
+        ("total = sum(|)\n", "values) + 1  \n", "total = sum(values) + 1\n"),
+        ("d = {'a': [|]}\n", "1]}", "d = {'a': [1]}\n"),
+        ("f(|))\n", "a))", "f(a))\n"),
+        ("x = |\n", "a) + 1", "x = a\n"),
+        ("result = |value + 1\n", "value + 1", "result = value + 1\n"),
+        ("f(|value)\n", "value)", "f(value)\n"),
+        ("def f():\n    |\n    return x\n", "x = 1\n    return x", "def f():\n    x = 1\n    return x\n"),
+        ("    self.|\n", "quantity\ufffdish_code = 1", "    self.quantity\n"),
+    ],
+)
+def test_chain_accepted_line(document, raw, expected):
+    assert accepted(document, postprocess(ctx_for(document), raw)) == expected
+
+
 def test_chain_order_is_fixed():
     names = [rule.__name__ for rule in CHAIN]
-    assert names == ["limit_scope", "trim_trailing_whitespace", "balance_brackets", "trim_suffix_overlap", "drop_blank"]
+    assert names == [
+        "cut_invalid_bytes",
+        "limit_scope",
+        "trim_trailing_whitespace",
+        "balance_brackets",
+        "trim_suffix_overlap",
+        "drop_blank",
+    ]

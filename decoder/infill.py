@@ -22,7 +22,9 @@ TextStopRule = Callable[[str], int | None]
 
 def stop_at_line_end(text: str) -> int | None:
     cut = text.find("\n")
-    return None if cut < 0 else cut
+    if cut < 0:
+        return None
+    return cut - 1 if cut and text[cut - 1] == "\r" else cut  # a CRLF file's line ends before its "\r"
 
 
 def without_loops(rule: TextStopRule) -> TextStopRule:
@@ -66,7 +68,7 @@ def stop_at_block_end(indent: int, max_lines: int = 16, max_cycle: int = 3) -> T
         # cursor: on a blank line that is the block's indentation, so compare it with that indentation.
         seen = [(" " * indent + lines[0], 0)] if lines[0].strip() else []
         for count, line in enumerate(lines[1:-1], start=2):  # the last piece may still be growing
-            stripped = line.lstrip(" \t")
+            stripped = line.lstrip(" \t").rstrip("\r")  # in a CRLF file a blank line is "\r", not a dedent
             if stripped:
                 if len(line) - len(stripped) < indent:
                     return kept

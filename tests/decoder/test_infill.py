@@ -133,6 +133,13 @@ def test_padded_vocabulary_rows_are_never_generated(tmp_path, mode):
     assert res.token_ids and max(res.token_ids) < tokens
 
 
+def test_stop_rules_read_crlf_lines_as_lines():
+    assert stop_at_line_end("abc\r\ndef") == 3 and stop_at_line_end("\r\n") == 0
+    crlf = "x = 1\r\n\r\n    y = 2\r\nz = 3\r\n"
+    assert stop_at_block_end(indent=4)(crlf) == len("x = 1\r\n\r\n    y = 2\r")  # at the dedent, not the blank
+    assert completion_stop_rule(True, 4, 16)("x = 1\r\n\r\n    y = 2\r\n    w") is None
+
+
 def test_text_stop_rules():
     assert stop_at_line_end("abc") is None and stop_at_line_end("ab\ncd") == 2
     rule = stop_at_block_end(indent=4)

@@ -24,6 +24,7 @@ from lsp_server.documents import DocumentStore
 from lsp_server.logs import attach_client_handler
 from lsp_server.lsp_explain import answer_explain, parse_command_arguments, parse_explain_params
 from lsp_server.lsp_inline import answer_inline
+from lsp_server.parent_watch import watch_parent
 from lsp_server.positions import UTF16
 from lsp_server.protocol import EXPLAIN_COMMAND, ParafillProtocol, plain
 from lsp_server.scheduler import Scheduler
@@ -110,6 +111,8 @@ def create_server(settings: Settings | None = None) -> ParafillServer:
         attach_client_handler(lambda p: ls.from_any_thread(ls.window_log_message, p))
         ls.apply_settings(params.initialization_options, load=False)
         log.info("position encoding %s", ls.position_encoding)
+        if params.process_id is not None:
+            watch_parent(params.process_id, ls.exit_now)
 
     @server.feature(types.INITIALIZED)
     def initialized(ls: ParafillServer, params: types.InitializedParams) -> None:

@@ -69,6 +69,7 @@ class Session:
         work_done_progress: bool = True,
         initialize: bool = True,
         server: list[str] = SERVER,
+        process_id: int | None = None,
     ) -> Session:
         await self.client.start_io(*server, cwd=str(REPO))
         self._stderr_task = asyncio.create_task(self._drain_stderr())
@@ -77,7 +78,7 @@ class Session:
                 general=types.GeneralClientCapabilities(position_encodings=encodings) if encodings else None,
                 window=types.WindowClientCapabilities(work_done_progress=work_done_progress),
             )
-            params = types.InitializeParams(capabilities=caps, initialization_options=options, process_id=None)
+            params = types.InitializeParams(capabilities=caps, initialization_options=options, process_id=process_id)
             self.result = await asyncio.wait_for(self.client.initialize_async(params), 60)
             self.client.initialized(types.InitializedParams())
         return self

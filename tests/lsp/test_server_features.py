@@ -224,3 +224,16 @@ async def test_an_unexpected_error_during_an_inline_completion_answers_no_items_
         assert any(FAULT_MESSAGE in line for line in session.stderr)
     finally:
         assert await session.stop() == 0
+
+
+async def test_the_server_exits_when_the_client_process_it_was_given_is_gone(tiny_model_dir):
+    # initialize's processId names the editor; this test's stand-in is a process it then kills.
+    editor = await asyncio.create_subprocess_exec("sleep", "60")
+    session = await Session().start(tiny_options(tiny_model_dir, enable=False), process_id=editor.pid)
+    server = session.client._server
+    assert (await session.stats())["model"]["state"] == "idle"  # serving while the editor lives
+    editor.kill()
+    await editor.wait()  # gone (and reaped)
+    assert await asyncio.wait_for(server.wait(), 20) == 1  # 1: it never got shutdown
+    assert any("client process" in line and "is gone" in line for line in session.stderr)
+    await session.stop()

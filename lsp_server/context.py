@@ -13,6 +13,7 @@ from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from lsp_server.documents import for_model
 from lsp_server.postprocess import OPENERS, BracketScanner
 
 _WORD = re.compile(r"\w")
@@ -45,11 +46,12 @@ class Window:
     cursor_end: int  # end of the text the completion replaces (== cursor unless a selected item replaces some)
     end: int  # document offset where the suffix ends
 
+    # The prompt's text: lone surrogates (kept in the document) would make the tokenizer raise.
     def prefix(self, text: str) -> str:
-        return text[self.start : self.cursor]
+        return for_model(text[self.start : self.cursor])
 
     def suffix(self, text: str) -> str:
-        return text[self.cursor_end : self.end]
+        return for_model(text[self.cursor_end : self.end])
 
 
 def _ceil(n: int, grid: int) -> int:

@@ -1,8 +1,13 @@
 """Open documents: full and incremental sync, size/binary refusal, and position <-> offset conversion.
 
 A `Document` is immutable: every change makes a new one, so a worker thread that holds a snapshot never
-sees the text move under it. Documents over the size limit, or that look binary, are kept as stubs with
-a `refused` reason: requests on them answer nothing, and the text is not kept.
+sees the text move under it. Documents over the size limit, or that look binary, carry a `refused` reason:
+requests on them answer nothing. Their text is still kept and followed through edits (an undo of a huge
+paste, or deleting a NUL, serves the document again), unless it grows past `DocumentStore.keep_chars`:
+then it is dropped, and only a whole-document change can bring it back.
+
+The text is the client's, lone UTF-16 surrogates included (positions must match the client's); text for
+the model goes through `for_model`, because tokenizers refuse strings that are not valid Unicode.
 """
 
 from __future__ import annotations
@@ -20,6 +25,22 @@ from lsp_server.positions import UTF16, PositionError, column_to_index, index_to
 log = logging.getLogger("parafill.documents")
 
 _EOL = re.compile(r"\r\n|\r|\n")  # LSP's line ends
+_SURROGATE = re.compile("[\ud800-\udfff]")
+KEEP_FACTOR = 4  # a refused document's text is kept up to this many times the size limit (in characters)
+
+
+def for_model(text: str) -> str:
+    """`text` with each lone surrogate replaced by U+FFFD, for a tokenizer or a remote server (both refuse
+    strings that are not valid Unicode). One code point for one: document offsets into it stay valid."""
+    return _SURROGATE.sub("\ufffd", text) if _SURROGATE.search(text) else text
+
+
+def join_surrogates(text: str) -> str:
+    """`text` with each adjacent high + low surrogate pair joined into one code point, as the client has it
+    (two edits can type the halves one at a time). Lone halves stay as they are."""
+    if _SURROGATE.search(text) is None:
+        return text
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
 
 
 @dataclass(frozen=True)
@@ -28,7 +49,8 @@ class Document:
     text: str
     version: int | None = None
     language_id: str = ""
-    refused: str | None = None  # why the document is not served (its text is then empty)
+    refused: str | None = None  # why the document is not served
+    dropped: bool = False  # refused and too large to keep: the text is empty, edits to it cannot be applied
 
     @cached_property
     def line_starts(self) -> list[int]:
@@ -67,6 +89,10 @@ class Document:
         start = self.line_starts[line]
         return line, index_to_column(self.text[start : self.line_end(line)], offset - start, encoding)
 
+    def model_text(self, start: int, end: int) -> str:
+        """The text between two offsets as the model may see it (see `for_model`)."""
+        return for_model(self.text[start:end])
+
 
 def refusal_reason(text: str, max_bytes: int) -> str | None:
     """Why a document should not be served, or None. Size counts UTF-8 bytes."""
@@ -82,6 +108,11 @@ class DocumentStore:
     max_bytes: int = 1 << 20
     _docs: dict[str, Document] = field(default_factory=dict)
 
+    @property
+    def keep_chars(self) -> int:
+        """Up to how many characters a refused document's text is kept (beyond that it is dropped)."""
+        return KEEP_FACTOR * self.max_bytes
+
     def get(self, uri: str) -> Document | None:
         return self._docs.get(uri)
 
@@ -89,7 +120,7 @@ class DocumentStore:
         return len(self._docs)
 
     def open(self, uri: str, text: str, version: int | None = None, language_id: str = "") -> Document:
-        return self._put(Document(uri, text, version, language_id))
+        return self._put(Document(uri, join_surrogates(text), version, language_id))
 
     def close(self, uri: str) -> None:
         self._docs.pop(uri, None)
@@ -100,34 +131,84 @@ class DocumentStore:
         if doc is None:
             log.warning("didChange for %s, which is not open: ignored", uri)
             return None
-        text = doc.text
+        text, dropped, lines = doc.text, doc.dropped, None
         for change in changes:
             rng = getattr(change, "range", None)
             if rng is None:
-                text, doc = change.text, replace(doc, refused=None)
-                continue
-            if doc.refused:
-                continue  # the text was not kept: only a whole-document change can bring it back
-            doc = replace(doc, text=text)
-            start = doc.offset_at(rng.start.line, rng.start.character, encoding, strict=False)
-            end = doc.offset_at(rng.end.line, rng.end.character, encoding, strict=False)
-            if end < start:
-                start, end = end, start
-            text = text[:start] + change.text + text[end:]
-        if doc.refused:
+                text, dropped, lines = join_surrogates(change.text), False, None
+            elif not dropped:  # dropped text cannot be edited: only a whole-document change brings it back
+                if lines is None:  # the open document's line table is usually built already: reuse it
+                    lines = LineEditor(text, doc.line_starts if text is doc.text else None)
+                lines.apply(rng, change.text, encoding)
+        if dropped:
             self._docs[uri] = doc = replace(doc, version=version)
             return doc
-        return self._put(replace(doc, text=text, version=version))
+        text = text if lines is None else lines.text()
+        return self._put(replace(doc, text=text, version=version, refused=None, dropped=False))
 
     def _put(self, doc: Document) -> Document:
         reason = refusal_reason(doc.text, self.max_bytes)
-        if reason is not None:
-            old = self._docs.get(doc.uri)
-            if old is None or old.refused != reason:
-                log.warning("not serving %s: %s", doc.uri, reason)
-            doc = replace(doc, text="", refused=reason)
-        self._docs[doc.uri] = doc
+        if reason is not None and len(doc.text) > self.keep_chars:
+            reason += "; its text is not kept, so only a whole-document change can bring it back"
+            doc = replace(doc, text="", dropped=True)
+        old = self._docs.get(doc.uri)
+        if reason is not None and (old is None or old.refused != reason):
+            log.warning("not serving %s: %s", doc.uri, reason)
+        elif reason is None and old is not None and old.refused:
+            log.info("serving %s again", doc.uri)
+        self._docs[doc.uri] = doc = replace(doc, refused=reason)
         return doc
 
 
-__all__ = ["Document", "DocumentStore", "PositionError", "refusal_reason"]
+class LineEditor:
+    """A text as a list of its lines (each with its line end), so that a batch of edits costs one list splice
+    per edit instead of a new copy of the whole text and a new line table (seconds for hundreds of edits on a
+    1 MB document). `"".join(lines)` is the text; the last line has no line end (it may be empty)."""
+
+    def __init__(self, text: str, line_starts: list[int] | None = None) -> None:
+        if line_starts is None:
+            self.lines = split_lines(text)
+        else:
+            self.lines = [text[a:b] for a, b in zip(line_starts, [*line_starts[1:], len(text)], strict=True)]
+
+    def text(self) -> str:
+        return "".join(self.lines)
+
+    def apply(self, rng: Any, new_text: str, encoding: str = UTF16) -> None:
+        """Replace an LSP range (lenient: clamped like `Document.offset_at(strict=False)`) with `new_text`."""
+        (l0, c0), (l1, c1) = sorted((self._locate(rng.start, encoding), self._locate(rng.end, encoding)))
+        # Re-split from the line before: its "\r" and a "\n" at the start of the new text are one line end.
+        # The region always ends with line l1's own line end (or the end of the text), so the lines after it
+        # are unchanged. The halves of a surrogate pair may meet at either edge of the new text.
+        lines, lo = self.lines, max(0, l0 - 1)
+        region = "".join(lines[lo:l0]) + lines[l0][:c0] + new_text + lines[l1][c1:]
+        pieces = split_lines(join_surrogates(region))
+        if l1 + 1 < len(lines):
+            pieces.pop()  # the empty piece after the region's final line end: line l1 + 1 starts there
+        lines[lo : l1 + 1] = pieces
+
+    def _locate(self, pos: Any, encoding: str) -> tuple[int, int]:
+        """(line, index in the line) of a position; past the last line means the end of the text."""
+        if pos.line >= len(self.lines):
+            return len(self.lines) - 1, len(self.lines[-1])
+        body = _without_eol(self.lines[pos.line])
+        return pos.line, column_to_index(body, pos.character, encoding, strict=False)
+
+
+def split_lines(text: str) -> list[str]:
+    """`text` cut after each line end (kept); the last piece has none."""
+    pieces, start = [], 0
+    for m in _EOL.finditer(text):
+        pieces.append(text[start : m.end()])
+        start = m.end()
+    pieces.append(text[start:])
+    return pieces
+
+
+def _without_eol(line: str) -> str:
+    if line.endswith("\r\n"):
+        return line[:-2]
+    return line[:-1] if line.endswith(("\r", "\n")) else line
+
+
+__all__ = ["Document", "DocumentStore", "PositionError", "for_model", "join_surrogates", "refusal_reason"]

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from lsp_server.answers import numbers_from, numbers_json
 from lsp_server.context import ContextBudget, Shape, Window, build_window, completion_shape, stop_when_closed
-from lsp_server.documents import Document
+from lsp_server.documents import Document, for_model
 from lsp_server.postprocess import Candidate, RuleContext, postprocess
 from lsp_server.settings import Settings
 
@@ -120,7 +120,7 @@ def fit_window(
     count = engine.tokenizer.encode
     for _ in range(16):
         window = build_window(doc.text, doc.line_starts, geo.anchor, geo.cursor_end, budget)
-        prefix, suffix = window.prefix(doc.text) + geo.lead, window.suffix(doc.text)
+        prefix, suffix = window.prefix(doc.text) + for_model(geo.lead), window.suffix(doc.text)
         if len(count(prefix)) + len(count(suffix)) + 3 <= max_tokens:
             break
         budget = budget.halved()

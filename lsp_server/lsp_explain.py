@@ -98,7 +98,7 @@ def code_in_range(ls: ParafillServer, uri: str, rng: types.Range) -> str:
     if start == end:  # an empty range means its line
         line = doc.line_of(start)
         start, end = doc.line_starts[line], doc.line_end(line)
-    code = doc.text[start:end]
+    code = doc.model_text(start, end)  # lone surrogates (kept in the document) would make the tokenizer raise
     if not code.strip():
         raise JsonRpcInvalidParams("the range holds no code to explain")
     return code

@@ -16,6 +16,7 @@ from typing import Any
 
 from decoder.remote import RemoteConfig, RemoteError, RemoteResult, stream_chat, stream_completion
 from decoder.remote.client import chat_body, completion_body
+from lsp_server.documents import for_model
 from lsp_server.explain import ExplainAnswer, ExplainError
 from lsp_server.inline import (
     InlineAnswer,
@@ -110,7 +111,7 @@ def run_remote_inline(
         log.warning("inline: %s", exc)
         return answer_for(geo, None, "none", f"remote: {exc}"), None
     window = build_window(doc.text, doc.line_starts, geo.anchor, geo.cursor_end, budget_from(settings))
-    prefix, suffix = window.prefix(doc.text) + geo.lead, window.suffix(doc.text)
+    prefix, suffix = window.prefix(doc.text) + for_model(geo.lead), window.suffix(doc.text)
     max_tokens = settings.max_tokens_block if shape.multiline else settings.max_tokens_line
     if settings.remote_fim_template:
         body = completion_body(config, _fill(settings.remote_fim_template, prefix=prefix, suffix=suffix), max_tokens)

@@ -57,8 +57,9 @@ def test_binary_and_oversized_documents_are_refused_and_can_come_back():
     store = DocumentStore(max_bytes=1000)
     assert store.open("bin", "abc\x00def").refused.startswith("looks binary")
     big = store.open("big", "x" * 1001)
-    assert "limit" in big.refused and big.text == ""
-    assert store.change("big", 2, [_change((0, 0), (0, 0), "y")]).refused  # the text was not kept
-    assert store.change("big", 3, [types.TextDocumentContentChangeWholeDocument(text="ok")]).refused is None
+    assert "limit" in big.refused and big.text == "x" * 1001  # kept: an edit can bring it under the limit
+    assert store.change("big", 2, [_change((0, 0), (0, 0), "y")]).refused
+    assert store.change("big", 3, [_change((0, 0), (0, 2), "")]).refused is None
+    assert store.change("big", 4, [types.TextDocumentContentChangeWholeDocument(text="ok")]).refused is None
     assert store.open("multibyte", "é" * 600).refused  # 1200 UTF-8 bytes
     assert store.change("missing", 1, []) is None

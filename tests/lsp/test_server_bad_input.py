@@ -67,6 +67,12 @@ async def test_bad_requests_get_errors_or_empty_answers_and_the_server_keeps_ser
             params = types.ExecuteCommandParams(command="parafill.explain", arguments=[{"uri": [1], "range": rng}])
             await s.request(types.WORKSPACE_EXECUTE_COMMAND, params)
 
+        lone = doc_uri("lone_surrogate.py")  # "\ud83d" is valid JSON; the tokenizer refuses the string
+        s.open(lone, "s = '\ud83d'\n" + GOOD_TEXT)
+        assert isinstance(await s.inline(lone, 1 + GOOD_CURSOR[0], GOOD_CURSOR[1]), list)
+        rng = {"start": {"line": 0, "character": 0}, "end": {"line": 3, "character": 0}}
+        assert (await s.request("parafill/explain", {"textDocument": {"uri": lone}, "range": rng}))["text"]
+
         binary = doc_uri("blob.bin")
         s.open(binary, "PK\x03\x04\x00\x00binary\x00")
         assert await s.inline(binary, 0, 3) == []

@@ -9,7 +9,7 @@ multiple of `grid`, and the suffix ends at one, so both move only when the curso
 from __future__ import annotations
 
 import re
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -65,19 +65,33 @@ def build_window(text: str, line_starts: list[int], cursor: int, cursor_end: int
     end_line = _line_of(line_starts, cursor_end)
 
     first = min(line, _ceil(max(0, line - budget.lines_before), grid))
-    while cursor - line_starts[first] > budget.chars_before and first < line:
-        first = min(line, first + grid)
+    fits = bisect_left(line_starts, cursor - budget.chars_before)  # the first line that starts within budget
+    if fits > first:  # long lines: the character budget decides, on the coarsest grid that keeps half of it
+        keep = max(1, (line - fits + 1) // 2)
+        first = next((f for g in _finer(grid) if line - (f := _ceil(fits, g)) >= keep), line)
     start = line_starts[first]
     if cursor - start > budget.chars_before:  # one very long line: cut inside it (not stable, but rare)
         start = cursor - budget.chars_before
 
     last = ((end_line + budget.lines_after) // grid + 1) * grid  # exclusive
-    while last > end_line + 1 and _offset(text, line_starts, last) - cursor_end > budget.chars_after:
-        last = max(end_line + 1, last - grid)
+    fits = bisect_right(line_starts, cursor_end + budget.chars_after) - 1  # the last line end within budget
+    if fits < last and _offset(text, line_starts, last) - cursor_end > budget.chars_after:
+        keep = max(1, (fits - end_line) // 2)
+        last = next((f for g in _finer(grid) if (f := fits // g * g) - end_line - 1 >= keep), end_line + 1)
     end = _offset(text, line_starts, last)
     if end - cursor_end > budget.chars_after:
         end = cursor_end + budget.chars_after
     return Window(start=start, cursor=cursor, cursor_end=cursor_end, end=max(end, cursor_end))
+
+
+def _finer(grid: int) -> list[int]:
+    """The grid, then finer ones down to single lines. A window's edges sit on the coarsest grid that keeps at
+    least half the lines the character budget allows: on lines of 200+ characters one 32-line step is more
+    than the whole budget, and stepping by it left the prompt with the cursor's line alone."""
+    steps = [grid]
+    while steps[-1] > 1:
+        steps.append(steps[-1] // 2)
+    return steps
 
 
 def _line_of(line_starts: list[int], offset: int) -> int:

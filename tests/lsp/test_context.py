@@ -42,6 +42,24 @@ def test_character_budget_moves_the_start_by_whole_grid_steps():
     assert tiny.cursor - tiny.start == 5 and tiny.end - tiny.cursor_end == 3
 
 
+def test_long_lines_keep_context_on_a_finer_grid():
+    # 256-character lines: one 32-line grid step (8,200 characters) is more than the 6,000-character budget.
+    text = "".join(f"row_{i} = [" + ", ".join(["1234567"] * 26) + "]  # " + "x" * 10 + "\n" for i in range(200))
+    doc = Document("u", text)
+    assert min(len(line) for line in text.splitlines()) > 250
+    budget = ContextBudget()
+    for line in range(100, 140):
+        cursor = doc.line_starts[line] + 10
+        w = build_window(text, doc.line_starts, cursor, cursor, budget)
+        before, after = line - doc.line_of(w.start), doc.line_of(w.end) - line
+        assert before >= 12 and w.cursor - w.start <= budget.chars_before  # was 0 lines at some of these
+        assert after >= 4 and w.end - w.cursor <= budget.chars_after
+        assert doc.line_of(w.start) % 2 == 0  # still on a grid (of 16, 8, 4 or 2 lines here)
+    starts = {build_window(text, doc.line_starts, doc.line_starts[120] + c, doc.line_starts[120] + c, budget).start
+              for c in range(0, 200, 10)}  # fmt: skip
+    assert len(starts) <= 2  # typing along the line moves the start at most once
+
+
 def test_halving_keeps_a_useful_window_near_the_top_of_a_file():
     budget = ContextBudget()
     for _ in range(3):

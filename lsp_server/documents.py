@@ -122,6 +122,15 @@ class DocumentStore:
     def open(self, uri: str, text: str, version: int | None = None, language_id: str = "") -> Document:
         return self._put(Document(uri, join_surrogates(text), version, language_id))
 
+    def set_limit(self, max_bytes: int) -> None:
+        """A new size limit applies to the open documents too (their text is kept, dropped ones aside)."""
+        if max_bytes == self.max_bytes:
+            return
+        self.max_bytes = max_bytes
+        for doc in list(self._docs.values()):
+            if not doc.dropped:
+                self._put(doc)
+
     def close(self, uri: str) -> None:
         self._docs.pop(uri, None)
 

@@ -65,7 +65,7 @@ class ParafillServer(LanguageServer):
     def apply_settings(self, raw: Any, load: bool) -> None:
         for warning in self.service.update_settings(plain(raw), load=load):
             log.warning("%s", warning)
-        self.documents.max_bytes = self.service.settings.max_document_kb * 1024
+        self.documents.set_limit(self.service.settings.max_document_kb * 1024)
 
     def _model_failed(self, message: str) -> None:
         text = f"parafill: {message}. Inline completions are off until the model setting changes."

@@ -62,4 +62,8 @@ def test_binary_and_oversized_documents_are_refused_and_can_come_back():
     assert store.change("big", 3, [_change((0, 0), (0, 2), "")]).refused is None
     assert store.change("big", 4, [types.TextDocumentContentChangeWholeDocument(text="ok")]).refused is None
     assert store.open("multibyte", "é" * 600).refused  # 1200 UTF-8 bytes
+    store.set_limit(2000)  # a new limit applies to the documents already open
+    assert store.get("multibyte").refused is None and store.get("bin").refused.startswith("looks binary")
+    store.set_limit(1000)
+    assert "limit" in store.get("multibyte").refused and store.get("multibyte").text == "é" * 600
     assert store.change("missing", 1, []) is None

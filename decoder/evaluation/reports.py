@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 # A difference counts as real when its 95% interval (about two paired standard errors) excludes zero.
 Z_95 = 1.96
+# How a report was made, besides its tasks: two reports that differ here measured different things.
+SETUP_KEYS = ("python", "dtype", "token_healing", "fallback_window", "heldout_files")
 
 
 class ReportMismatch(ValueError):
@@ -40,6 +42,10 @@ def merge_reports(reports: list[dict], model: str | None = None) -> dict:
     """One report from several of the same model, each holding different kinds (as `--kinds` split them)."""
     if not reports:
         raise ReportMismatch("nothing to merge")
+    for other in reports[1:]:
+        check_same_setup(reports[0], other)
+        if other.get("model") != reports[0].get("model"):
+            raise ReportMismatch(f"reports of different models: {reports[0].get('model')!r}, {other.get('model')!r}")
     merged = {key: value for key, value in reports[0].items() if key not in ("kinds", "task_names")}
     merged["kinds"], merged["task_names"] = {}, {}
     for report in reports:
@@ -115,6 +121,7 @@ class ConfigComparison:
 def compare_reports(old: dict, new: dict) -> list[ConfigComparison]:
     """Every (kind, configuration) both reports ran, compared task by task. Raises ReportMismatch when a shared
     kind was run on different tasks, or a report predates per-task scores."""
+    check_same_setup(old, new)
     out: list[ConfigComparison] = []
     for kind, new_rows in new["kinds"].items():
         if kind not in old["kinds"]:
@@ -143,14 +150,15 @@ def regressions(
     more often one looks worse by chance (each test alone: about 1 in 40 for an equal model). A pair that one
     report lacks is named in `unjudged`; the others are still judged. Raises ReportMismatch when the reports ran
     different tasks or lack per-task scores."""
+    check_same_setup(old, new)
     pairs = [("ar", "ar")]
     if served_config is not None:
         pairs.append((previous_served_config or served_config, served_config))
     worse: list[ConfigComparison] = []
     unjudged: list[str] = []
     for kind in COMPLETION_KINDS:
-        if kind not in old["kinds"] or kind not in new["kinds"]:
-            continue
+        if kind not in old["kinds"] or kind not in new["kinds"]:  # not judged would mean not refused
+            raise ReportMismatch(f"{kind} tasks are in one report only (evaluate both with the same --kinds)")
         _check_same_tasks(old, new, kind)
         for before, after in pairs:
             try:
@@ -181,6 +189,15 @@ def _row(report: dict, kind: str, config: str) -> dict:
     if row is None:
         raise ReportMismatch(f"{kind}: a report has no {config!r} row (evaluate that configuration there too)")
     return row
+
+
+def check_same_setup(a: dict, b: dict) -> None:
+    """Raise ReportMismatch when two reports were made differently (Python and so its held-out files, dtype,
+    token healing, fallback window). A key an older report lacks is not checked."""
+    for key in SETUP_KEYS:
+        if key in a and key in b and a[key] != b[key]:
+            shown = f"{a[key]!r} vs {b[key]!r}" if key != "heldout_files" else "other held-out files"
+            raise ReportMismatch(f"the reports were made differently: {key} {shown}")
 
 
 def _check_same_tasks(old: dict, new: dict, kind: str) -> None:

@@ -133,8 +133,17 @@ if __name__ == "__main__":
         report = json.loads(Path(a.eval).read_text())
         previous = json.loads(Path(a.previous_eval).read_text()) if a.previous_eval else None
         choice = served_threshold(a.export_dir, report)
-        if previous is not None and not a.allow_worse:
-            refuse_regressions(previous, report, choice, served_config(a.dest))
+        if not a.allow_worse:
+            if choice is None:
+                raise SystemExit(
+                    "ship: the report has no block rows to choose the served threshold from (--allow-worse)"
+                )
+            if previous is None and served_config(a.dest) is not None:
+                raise SystemExit(
+                    f"ship: --previous-eval is needed to judge against the model in {a.dest} (--allow-worse)"
+                )
+            if previous is not None:
+                refuse_regressions(previous, report, choice, served_config(a.dest))
         section = eval_section(report, previous, a.eval_command, a.eval_note, choice)
     threshold = None if choice is None else choice.threshold
     try:

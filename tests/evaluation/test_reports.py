@@ -135,6 +135,22 @@ def test_regressions_hold_the_served_configuration_to_the_one_served_before(repo
         regressions(old, new, "block B=8 t=0.5")
 
 
+def test_reports_made_differently_or_missing_a_kind_are_not_judged(reports):
+    old = reports["both"]
+    for key, value in (("dtype", "bfloat16"), ("token_healing", not old["token_healing"]), ("heldout_files", ["x"])):
+        other = {**copy.deepcopy(old), key: value}
+        with pytest.raises(ReportMismatch, match=f"made differently: {key}"):
+            regressions(old, other, "block B=8 t=0.5")
+        with pytest.raises(ReportMismatch, match="made differently"):
+            compare_reports(old, other)
+        with pytest.raises(ReportMismatch, match="made differently"):
+            merge_reports([reports["line"], {**reports["block"], key: value}])
+    with pytest.raises(ReportMismatch, match="one report only"):  # unjudged would have meant not refused
+        regressions(old, reports["line"], "block B=8 t=0.5")
+    with pytest.raises(ReportMismatch, match="different models"):
+        merge_reports([reports["line"], {**reports["block"], "model": "another model"}])
+
+
 def test_report_command(reports, tmp_path, capsys):
     paths = {}
     for name, report in reports.items():

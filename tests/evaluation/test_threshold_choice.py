@@ -66,6 +66,20 @@ def test_takes_the_fastest_threshold_that_holds_on_every_kind() -> None:
     assert "95% confidence" in choice.reason
 
 
+def test_the_search_stops_at_the_first_threshold_that_fails() -> None:
+    # 0.3 fails; 0.2 passes (by chance, say). Testing each alone would serve 0.2, below a measured failure.
+    line = [strict(), row(0.5, es_loss(0.005), BASE_EM, 1.2), row(0.3, es_loss(0.04), BASE_EM, 1.5)]
+    line.append(row(0.2, es_loss(0.005), BASE_EM, 1.8))
+    block = [
+        strict(),
+        row(0.5, BASE_ES, BASE_EM, 1.2),
+        row(0.3, BASE_ES, BASE_EM, 1.4),
+        row(0.2, BASE_ES, BASE_EM, 1.6),
+    ]
+    choice = choose_threshold(report(line, block), 8)
+    assert choice is not None and choice.threshold == 0.5 and "stopping at the first that fails" in choice.reason
+
+
 def test_a_small_loss_on_every_task_is_measured_as_such_but_a_noisy_one_is_not_trusted() -> None:
     steady = row(0.5, es_loss(0.015), BASE_EM, 1.4)  # 0.015 lower on every task: certain, and within the margin
     noisy = row(0.5, es_loss(0.3, every=20), BASE_EM, 1.4)  # the same mean, all of it on a 20th of the tasks

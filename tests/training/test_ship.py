@@ -55,6 +55,9 @@ def test_ship_copies_inference_files_and_writes_the_eval_table(tiny_corpus: Path
     assert too_big.returncode == 1 and not dest.exists() and "MB limit" in too_big.stderr.decode()
     cmd += ["--previous-eval", str(tmp_path / "previous.json"), "--eval-command", "parafill eval --limit 2"]
     subprocess.run(cmd, cwd=REPO, check=True, capture_output=True)
+    # Over a shipped model, a new one is judged against it or not shipped at all.
+    unjudged = subprocess.run(cmd[: cmd.index("--previous-eval")], cwd=REPO, capture_output=True)
+    assert unjudged.returncode == 1 and "--previous-eval is needed" in unjudged.stderr.decode()
 
     assert not any("optimizer" in p.name or "checkpoint" in p.name for p in dest.iterdir())
     for name, tensor in load_model(dest).state_dict().items():

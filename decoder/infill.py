@@ -98,6 +98,13 @@ class InfillResult:
     healed_text: str
 
 
+def tokens_spelling(decode: Callable[[list[int]], str], ids: list[int], kept: str) -> int:
+    """How many of `ids` it takes to spell `kept` (a prefix of their text). Compared as text, not by length:
+    a character split over byte tokens ("é" is two in a byte-level BPE) decodes half-way as one U+FFFD, which
+    a length would count as the whole character and cut it in two."""
+    return next(k for k in range(len(ids) + 1) if decode(ids[:k]).startswith(kept))
+
+
 def infill(
     engine: Engine,
     prefix: str,
@@ -120,12 +127,12 @@ def infill(
         return text[len(healed) :] if text.startswith(healed) else text
 
     def stop_at(ids: list[int]) -> int | None:
-        if stop_rule is None or (cut := stop_rule(completion_text(ids))) is None:
+        if stop_rule is None or (cut := stop_rule(text := completion_text(ids))) is None:
             return None
         # Keep the tokens that make up the kept text; the last one may run past the cut (a newline merged with
         # the next line's indentation), and the text is cut below. Tokens after it, decoded in the same pass
         # (a block step commits several), are not part of the completion: they are neither returned nor counted.
-        return next(k for k in range(len(ids) + 1) if len(completion_text(ids[:k])) >= cut)
+        return tokens_spelling(completion_text, ids, text[:cut])
 
     control = replace(control or GenerationControl(), first_token_allowed=prompt.first_token_allowed, stop_at=stop_at)
     result = generate(engine, prompt.ids, mode, params, control)

@@ -44,7 +44,7 @@ def heal(tokenizer: TextTokenizer, ids: list[int]) -> tuple[list[int], str, Tens
     if not ids:
         return ids, "", None
     text = tokenizer.token_texts[ids[-1]]
-    if not text or not text.isprintable():
+    if not text or not text.isprintable() or "\ufffd" in text:  # a byte of a split character is no text to extend
         return ids, "", None
     return ids[:-1], text, _tokens_starting_with(tokenizer, text)
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
 from decoder.engine import Engine
 from decoder.generation import GenerationParams
-from decoder.infill import completion_stop_rule, infill, stop_at_block_end, stop_at_line_end
+from decoder.infill import completion_stop_rule, infill, stop_at_block_end, stop_at_line_end, tokens_spelling
 from decoder.prompts import (
     PromptFormatError,
     _tokens_starting_with,
@@ -18,6 +20,7 @@ from decoder.prompts import (
     stop_before_closing_quotes,
 )
 from decoder.router import generate
+from decoder.tokenizer import TextTokenizer
 from tests.tiny_models import train_tiny_tokenizer, write_tiny_qwen2
 
 
@@ -131,6 +134,24 @@ def test_padded_vocabulary_rows_are_never_generated(tmp_path, mode):
         assert padded.model.logits(hidden)[tokens:].min() > raw.max() > 0
     res = generate(padded, ids, mode, GenerationParams(max_new_tokens=6, block_size=4))
     assert res.token_ids and max(res.token_ids) < tokens
+
+
+SHIPPED = Path(__file__).resolve().parents[2] / "models" / "default"
+
+
+def test_the_kept_tokens_spell_a_character_split_over_byte_tokens():
+    tok = TextTokenizer.from_folder(SHIPPED)
+    ids = tok.encode("# café\nfoo")
+    assert sum("\ufffd" in tok.token_texts[i] for i in ids) == 2  # "é" is two byte tokens in this tokenizer
+    k = tokens_spelling(tok.decode, ids, "# café")
+    assert tok.decode(ids[:k]) == "# café"  # counting characters kept "# caf\ufffd": half of the "é"
+
+
+def test_no_healing_on_a_byte_of_a_split_character():
+    tok = TextTokenizer.from_folder(SHIPPED)
+    for prefix in ("# café", "s = '日本"):
+        ids = tok.encode(prefix)
+        assert heal(tok, ids)[:2] == (ids, "")  # the byte token stays: there is no text of it to extend
 
 
 def test_stop_rules_read_crlf_lines_as_lines():

@@ -97,10 +97,11 @@ class RadixPrefixCache:
             first = self._page_at(tokens, depth)
             child = node.children.get(first)
             if child is None:
-                new_pages = [make_page(i) for i in range(depth // self.page_size, n_pages)]
-                leaf = _Node(
-                    key=tuple(tokens[depth : n_pages * self.page_size]), pages=new_pages, parent=node, last_used=now
-                )
+                new_pages = self._pages_that_fit(node, depth // self.page_size, n_pages, make_page)
+                if not new_pages:
+                    return 0
+                end = depth + len(new_pages) * self.page_size
+                leaf = _Node(key=tuple(tokens[depth:end]), pages=new_pages, parent=node, last_used=now)
                 node.children[first] = leaf
                 self._account(new_pages, +1)
                 self.stats.inserted_pages += len(new_pages)
@@ -157,6 +158,19 @@ class RadixPrefixCache:
         node.key, node.pages, node.parent = node.key[cut:], node.pages[n_pages:], upper
         upper.children[node.key[: self.page_size]] = node
         return upper
+
+    def _pages_that_fit(self, node: _Node, first: int, stop: int, make_page: Callable[[int], Page]) -> list[Page]:
+        """Pages first..stop-1 below `node`, as many as the budget can hold beside the pages on `node`'s path
+        (which the new leaf keeps alive): a prompt longer than the whole budget caches its start, and no page
+        is built only to be dropped."""
+        page = make_page(first)
+        path_bytes, up = 0, node
+        while up is not None:
+            path_bytes += sum(self._page_bytes(p) for p in up.pages)
+            up = up.parent
+        room = (self.byte_budget - path_bytes) // max(1, self._page_bytes(page))
+        count = min(stop - first, room)
+        return [page, *(make_page(i) for i in range(first + 1, first + count))] if count > 0 else []
 
     def _remove_leaf(self, leaf: _Node) -> None:
         assert leaf.parent is not None

@@ -54,6 +54,26 @@ def test_lru_eviction_keeps_bytes_under_budget_and_drops_oldest():
     assert cache.stats.evicted_pages == 2
 
 
+def test_a_prompt_longer_than_the_budget_caches_its_start_within_the_budget():
+    page_bytes = 4 * 8
+    cache = RadixPrefixCache(page_size=4, byte_budget=5 * page_bytes)
+    short = list(range(8))  # 2 pages
+    cache.insert(short, page_maker(short))
+    built: list[int] = []
+
+    def counting(i: int):
+        built.append(i)
+        return page_maker(long)(i)
+
+    long = short + list(range(100, 200))  # 27 pages, sharing the first 2 with `short`
+    assert cache.insert(long, counting) == 3  # 5 pages fit: the 2 it shares, and 3 more
+    assert cache.bytes_used == cache.byte_budget and built == [2, 3, 4]  # no page built to be dropped
+    assert cache.match(long).length == 20 and cache.match(short).length == 8
+    other = list(range(500, 600))  # unrelated and too long: the older pages go, its start stays
+    cache.insert(other, page_maker(other))
+    assert cache.bytes_used <= cache.byte_budget and cache.match(other).length == 20
+
+
 def test_engine_cache_on_and_off_give_identical_tokens_and_reuse_prefixes(tiny_model_dir):
     on = Engine.from_folder(tiny_model_dir, EngineOptions(page_size=4))
     off = Engine.from_folder(tiny_model_dir, EngineOptions(use_prefix_cache=False))

@@ -26,6 +26,9 @@ from pathlib import Path
 
 import torch
 
+import decoder.checkpoint
+import decoder.config
+import decoder.families
 import decoder.model
 import decoder.onnx_backend.export as export_module
 from decoder.checkpoint import CheckpointError, weight_files
@@ -50,7 +53,9 @@ def _digest(parts: list[bytes]) -> str:
 
 def _code_parts(model: CausalLM, target: str) -> list[bytes]:
     dtype = str(next(model.parameters()).dtype)
-    sources = [Path(decoder.model.__file__).read_bytes(), Path(export_module.__file__).read_bytes()]
+    # The code that builds the graph from the folder: the model, the export, and how config.json is read.
+    modules = (decoder.model, export_module, decoder.config, decoder.families, decoder.checkpoint)
+    sources = [Path(module.__file__).read_bytes() for module in modules]
     versions = f"{export_module.GRAPH_VERSION}:{torch.__version__}:{dtype}:{target}"
     return [versions.encode(), *sources]
 
@@ -110,9 +115,15 @@ def _staging_dir(roots: list[Path]) -> tuple[Path, Path]:
     raise OnnxBackendError("no writable place for the ONNX export: " + "; ".join(errors))
 
 
-def _remove_stale(root: Path, keep: str) -> None:
+def _remove_stale(root: Path, keep: str, target: str) -> None:
+    """Exports replaced by `keep`: the other keys for the same target (an export for the other provider, made
+    by another environment sharing the folder, stays; each would otherwise re-export the other's away)."""
     for entry in root.iterdir():
-        stale_key = re.fullmatch(f"[0-9a-f]{{{KEY_LENGTH}}}", entry.name) and entry.name != keep
+        stale_key = (
+            re.fullmatch(f"[0-9a-f]{{{KEY_LENGTH}}}", entry.name)
+            and entry.name != keep
+            and _read_record(entry).get("target", target) == target
+        )
         stale_staging = (
             entry.name.startswith(STAGING_PREFIX) and time.time() - entry.stat().st_mtime > STALE_STAGING_SECONDS
         )
@@ -140,7 +151,7 @@ def cached_export(
     log.info("exporting the model to ONNX (once per weights; seconds to minutes) under %s", root)
     try:
         record = export(model, staging / export_module.GRAPH_FILE, target)
-        record.update(key=key, torch=torch.__version__, created=time.strftime("%Y-%m-%dT%H:%M:%S"))
+        record.update(key=key, target=target, torch=torch.__version__, created=time.strftime("%Y-%m-%dT%H:%M:%S"))
         (staging / "export.json").write_text(json.dumps(record, indent=2) + "\n")
         staging.chmod(0o755)  # mkdtemp makes it private; the export is as readable as the model folder
         try:
@@ -150,7 +161,7 @@ def cached_export(
                 raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    _remove_stale(root, keep=key)
+    _remove_stale(root, keep=key, target=target)
     graph = root / key / export_module.GRAPH_FILE
     log.info("exported %s in %.1f s (%s KV)", graph, record["export_seconds"], record["kv"])
     return graph, {**record, "reused": False, "path": str(graph)}

@@ -48,6 +48,16 @@ def test_reused_until_the_weights_change_then_rebuilt_and_the_old_export_removed
     assert [p.name for p in (model_copy / cache.FOLDER_CACHE).iterdir() if p.is_dir()] == [rebuilt.parent.name]
 
 
+def test_exports_for_the_two_providers_live_side_by_side(model_copy):
+    # Two environments sharing a model folder (CPU and CUDA): neither removes the other's export.
+    calls: list[Path] = []
+    cpu, _ = cache.cached_export(load_model(model_copy), model_copy, "cpu", fake_export(calls))
+    cuda, _ = cache.cached_export(load_model(model_copy), model_copy, "cuda", fake_export(calls))
+    assert cpu != cuda and cpu.is_file() and cuda.is_file()
+    again, record = cache.cached_export(load_model(model_copy), model_copy, "cpu", fake_export(calls))
+    assert again == cpu and record["reused"] and len(calls) == 2
+
+
 def test_weights_in_memory_are_keyed_by_their_values(model_copy):
     model = load_model(model_copy)
     key = cache.export_key(model, None)

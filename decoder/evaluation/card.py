@@ -3,6 +3,7 @@ optionally the one it replaces, measured with the same code and tasks), so the c
 
 from __future__ import annotations
 
+from decoder.evaluation.metrics import gate_value
 from decoder.evaluation.reports import ReportMismatch, compare_reports
 from decoder.evaluation.threshold_choice import ThresholdChoice
 from decoder.families import THRESHOLD_FIELD
@@ -102,7 +103,8 @@ def _gate_lines(report: dict, config: str | None = None) -> list[str]:
     if not coverage:
         return []
     kept = "; ".join(
-        f"{c['keep']:.0%} at >= {c['min_confidence']:.2f} (ES {c['edit_similarity']:.3f}, EM {_pct(c['exact_match'])})"
+        f"{c['keep']:.0%} at >= {gate_value(c['min_confidence'], 2):.2f} "
+        f"(ES {c['edit_similarity']:.3f}, EM {_pct(c['exact_match'])})"
         for c in coverage
     )
     return ["", f"Confidence gate (`minConfidence`), rest of line, {row['config']}: keeps {kept}."]

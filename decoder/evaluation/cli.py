@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from decoder.engine import Engine
+from decoder.evaluation.metrics import gate_value
 from decoder.evaluation.parallel import RowJob, run_rows
 from decoder.evaluation.plots import plot_confidence_coverage, plot_quality_vs_parallelism
 from decoder.evaluation.reports import report_json
@@ -146,7 +147,8 @@ def _format_row(kind: str, row: dict) -> str:
 def _format_coverage(row: dict) -> str:
     """`keep 75% (>= 0.12): ES 0.223 EM 3.8%, 50% (...` for each share a confidence gate would keep."""
     parts = [
-        f"{c['keep']:.0%} (>= {c['min_confidence']:.2f}): ES {c['edit_similarity']:.3f} EM {c['exact_match']:.1%}"
+        f"{c['keep']:.0%} (>= {gate_value(c['min_confidence'], 2):.2f}): "
+        f"ES {c['edit_similarity']:.3f} EM {c['exact_match']:.1%}"
         for c in row.get("confidence_coverage", [])
         if c["keep"] < 1.0
     ]

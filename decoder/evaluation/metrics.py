@@ -67,6 +67,13 @@ def position_order_tau(commit_steps: list[int], block_size: int) -> float:
 KEEP_SHARES = (1.0, 0.75, 0.5, 0.25, 0.1)
 
 
+def gate_value(confidence: float, digits: int) -> float:
+    """`confidence` rounded *down*: a gate holds back what is below it, so a value rounded up would hold back
+    the very completion that set it."""
+    scale = 10**digits
+    return math.floor(confidence * scale) / scale
+
+
 def confidence_coverage(
     confidences: list[float | None], em: list[bool], es: list[float], shares: tuple[float, ...] = KEEP_SHARES
 ) -> list[dict]:
@@ -82,7 +89,7 @@ def confidence_coverage(
             {
                 "keep": share,
                 "tasks": n,
-                "min_confidence": round(confidences[kept[-1]] or 0.0, 4),
+                "min_confidence": gate_value(confidences[kept[-1]] or 0.0, 4),
                 "exact_match": round(sum(em[i] for i in kept) / n, 4),
                 "edit_similarity": round(sum(es[i] for i in kept) / n, 4),
             }

@@ -70,6 +70,8 @@ def test_confidence_coverage_keeps_the_surest_completions():
     assert table[1] == {"keep": 0.5, "tasks": 2, "min_confidence": 0.6, "exact_match": 0.5, "edit_similarity": 0.75}
     assert table[2]["exact_match"] == 1.0 and table[2]["min_confidence"] == 0.9
     assert confidence_coverage([], [], []) == []
+    # The gate is rounded down: a minConfidence rounded up would hold back the completion that set it.
+    assert confidence_coverage([0.12349, 0.1], [False] * 2, [0.0] * 2, shares=(0.5,))[0]["min_confidence"] == 0.1234
 
 
 def test_tasks_reassemble_the_file():

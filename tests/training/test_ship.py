@@ -14,6 +14,7 @@ from decoder.checkpoint import load_model
 from decoder.engine import Engine
 from decoder.engines import family_params
 from decoder.evaluation.cli import add_eval_arguments, run_eval
+from decoder.evaluation.metrics import gate_value
 from decoder.evaluation.threshold_choice import choose_threshold
 from decoder.training.ship import served_config
 from decoder.training.trainer import Trainer
@@ -73,7 +74,7 @@ def test_ship_copies_inference_files_and_writes_the_eval_table(tiny_corpus: Path
     assert f"| {tpf} ({tpf}) |" in card  # tokens per forward, the replaced model's in brackets
     gate = report["kinds"]["line"][1]["confidence_coverage"][1]  # block t=0.9, the surest 75%
     assert "Confidence gate (`minConfidence`), rest of line, block B=8 t=0.9: keeps 75% at >= " in card
-    assert f"75% at >= {gate['min_confidence']:.2f} (ES {gate['edit_similarity']:.3f}" in card
+    assert f"75% at >= {gate_value(gate['min_confidence'], 2):.2f} (ES {gate['edit_similarity']:.3f}" in card
     assert f"Held-out bits per byte {report['bits_per_byte']:.4f} (previous: 9.8765)." in card
     # Same tasks, same model: task by task, no difference anywhere.
     assert "ES against the previous model, task by task" in card and "line ar +0.000 [+0.000, +0.000] same" in card

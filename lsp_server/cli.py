@@ -3,56 +3,46 @@
 from __future__ import annotations
 
 import argparse
+import importlib
+import os
 import sys
 from collections.abc import Callable
+from pathlib import Path
+from typing import NamedTuple
 
-from lsp_server import (
-    cmd_bench,
-    cmd_complete,
-    cmd_eval,
-    cmd_explain,
-    cmd_generate,
-    cmd_report,
-    cmd_serve,
-    cmd_train,
-)
 from lsp_server.errors import UserError
 
-# name -> (help, add_arguments, run). Later subcommands register here.
-SUBCOMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]] = {
-    "generate": ("generate text from a prompt (block diffusion or AR)", cmd_generate.add_arguments, cmd_generate.run),
-    "serve": ("run the language server (stdio, or --tcp)", cmd_serve.add_arguments, cmd_serve.run),
-    "complete": ("inline completion at FILE:LINE:COL (as the server)", cmd_complete.add_arguments, cmd_complete.run),
-    "explain": ("explain FILE[:START-END] (as the server)", cmd_explain.add_arguments, cmd_explain.run),
-    "eval": (
-        "completion quality on held-out Python files, AR vs block diffusion",
-        cmd_eval.add_arguments,
-        cmd_eval.run,
+
+class Command(NamedTuple):
+    help: str
+    module: str  # in lsp_server; imported only when the command runs (most import torch)
+    add_arguments: str = "add_arguments"
+    run: str = "run"
+
+
+# Only the chosen command's module is imported: `parafill --help` stays fast, and Ctrl-C during the
+# imports is caught by main like anywhere else.
+SUBCOMMANDS: dict[str, Command] = {
+    "generate": Command("generate text from a prompt (block diffusion or AR)", "cmd_generate"),
+    "serve": Command("run the language server (stdio, or --tcp)", "cmd_serve"),
+    "complete": Command("inline completion at FILE:LINE:COL (as the server)", "cmd_complete"),
+    "explain": Command("explain FILE[:START-END] (as the server)", "cmd_explain"),
+    "eval": Command("completion quality on held-out Python files, AR vs block diffusion", "cmd_eval"),
+    "report": Command("compare two models' eval reports task by task, or merge reports of one model", "cmd_report"),
+    "bench": Command(
+        "latency vs span (block, AR, llama.cpp), quality vs threshold, prefix cache, LSP p50/p99", "cmd_bench"
     ),
-    "report": (
-        "compare two models' eval reports task by task, or merge reports of one model",
-        cmd_report.add_arguments,
-        cmd_report.run,
+    "corpus": Command(
+        "build a tokenized corpus of Python source for training", "cmd_train", "add_corpus", "run_corpus_command"
     ),
-    "bench": (
-        "latency vs span (block, AR, llama.cpp), quality vs threshold, prefix cache, LSP p50/p99",
-        cmd_bench.add_arguments,
-        cmd_bench.run,
+    "train": Command(
+        "train or fine-tune a model (AR, then block diffusion)", "cmd_train", "add_train", "run_train_command"
     ),
-    "corpus": (
-        "build a tokenized corpus of Python source for training",
-        cmd_train.add_corpus,
-        cmd_train.run_corpus_command,
-    ),
-    "train": (
-        "train or fine-tune a model (AR, then block diffusion)",
-        cmd_train.add_train,
-        cmd_train.run_train_command,
-    ),
-    "distill-set": (
+    "distill-set": Command(
         "self-distillation rows for parallel decoding: real prompts + the model's greedy continuations",
-        cmd_train.add_distill,
-        cmd_train.run_distill_command,
+        "cmd_train",
+        "add_distill",
+        "run_distill_command",
     ),
 }
 
@@ -63,24 +53,98 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _command_function(name: str, function: str) -> Callable:
+    module = importlib.import_module(f"lsp_server.{SUBCOMMANDS[name].module}")
+    return getattr(module, function)
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """Every subcommand is listed; only `command`'s arguments are defined (the others are never parsed)."""
     parser = _Parser(prog="parafill", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    for name, (help_text, add_arguments, _) in SUBCOMMANDS.items():
-        add_arguments(sub.add_parser(name, help=help_text, description=help_text))
+    for name, entry in SUBCOMMANDS.items():
+        command_parser = sub.add_parser(name, help=entry.help, description=entry.help)
+        if name == command:
+            _command_function(name, entry.add_arguments)(command_parser)
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    _, _, run = SUBCOMMANDS[args.command]
+def _parse(argv: list[str]) -> argparse.Namespace:
+    # The top-level parser has no options but --help: the first other word names the command.
+    command = next((word for word in argv if not word.startswith("-")), None)
+    return build_parser(command).parse_args(argv)
+
+
+def _check_common(args: argparse.Namespace) -> None:
+    """Arguments several commands share, checked before any model loads."""
+    for name in ("model", "explain_model"):
+        folder = getattr(args, name, None)
+        if isinstance(folder, str) and Path(folder).exists() and not Path(folder).is_dir():
+            raise UserError(f"--{name.replace('_', '-')} {folder} is not a folder")
+    device = getattr(args, "device", None)
+    if isinstance(device, str):  # the commands that take --device import torch anyway
+        import torch
+
+        try:
+            torch.device(device)
+        except (RuntimeError, ValueError):
+            raise UserError(f"--device {device!r} is not a device name (cpu, cuda, cuda:N, mps, ...)") from None
+
+
+def _run(argv: list[str] | None) -> int:
+    args = _parse(sys.argv[1:] if argv is None else argv)
+    _check_common(args)
+    return _command_function(args.command, SUBCOMMANDS[args.command].run)(args)
+
+
+def _discard_stdout() -> None:
+    """Point stdout at /dev/null so that the interpreter's final flush of what is still buffered cannot
+    fail a second time (and print its own 'Exception ignored' lines)."""
+    if sys.stdout is None:
+        return
     try:
-        return run(args)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # no file descriptor behind stdout (tests capture it): nothing to flush later
+        pass
+
+
+def _stdout_broken() -> bool:
+    try:
+        if sys.stdout is not None:
+            sys.stdout.flush()
+        return False
+    except OSError:
+        return True
+
+
+def _fail(message: str, code: int) -> int:
+    print(f"parafill: error: {message}", file=sys.stderr)
+    return code
+
+
+def main(argv: list[str] | None = None) -> int:
+    if sys.stdout is None:  # started with stdout closed (`>&-`): nowhere to put the answer
+        return _fail("standard output is closed", 1)
+    try:
+        try:
+            return _run(argv)
+        finally:  # --help's text too: a full disk or a closed pipe shows here, not as noise at interpreter exit
+            sys.stdout.flush()
     except UserError as exc:
-        print(f"parafill: error: {exc}", file=sys.stderr)
-        return 2
+        return _fail(str(exc), 2)
+    except BrokenPipeError:  # the reader went away (`| head`): stop quietly, as a SIGPIPE death would
+        _discard_stdout()
+        return 128 + 13
     except KeyboardInterrupt:
-        return 130
+        print("parafill: interrupted", file=sys.stderr)
+        return 128 + 2
+    except OSError as exc:  # the system refused a write or a read: say which, without a traceback
+        if exc.filename is None or _stdout_broken():  # no file named: the output stream refused a write
+            _discard_stdout()
+            return _fail(f"cannot write the output: {exc.strerror or exc}", 1)
+        return _fail(str(exc), 1)
 
 
 if __name__ == "__main__":

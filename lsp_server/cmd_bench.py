@@ -22,6 +22,7 @@ from typing import Any
 
 from decoder.defaults import REPO_ROOT, default_model_dir
 from lsp_server.cmd_generate import add_model_arguments
+from lsp_server.cmd_paths import check_output_file, check_output_folder
 from lsp_server.errors import UserError
 
 QUICK = {
@@ -37,12 +38,30 @@ QUICK = {
 }
 
 
-def _ints(text: str) -> list[int]:
-    return [int(x) for x in text.split(",") if x.strip()]
+def _ints(text: str, flag: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise UserError(f"{flag} takes comma-separated whole numbers; got {text!r}") from None
 
 
-def _floats(text: str) -> list[float]:
-    return [float(x) for x in text.split(",") if x.strip()]
+def _floats(text: str, flag: str) -> list[float]:
+    try:
+        return [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise UserError(f"{flag} takes comma-separated numbers; got {text!r}") from None
+
+
+def _read_report(path: Path) -> dict[str, Any]:
+    try:
+        report = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UserError(f"cannot read --replot {path}: {exc.strerror or exc}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UserError(f"--replot {path} is not a JSON report: {exc}") from None
+    if not isinstance(report, dict) or not isinstance(report.get("model"), dict):
+        raise UserError(f"--replot {path} is not a `parafill bench` report (no 'model')")
+    return report
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -102,7 +121,9 @@ def run(args: argparse.Namespace) -> int:
     if args.replot is not None:
         if args.plots is None:
             raise UserError("--replot needs --plots DIR")
-        for path in write_plots(json.loads(args.replot.read_text()), args.plots):
+        report = _read_report(args.replot)
+        check_output_folder(args.plots, "--plots")
+        for path in write_plots(report, args.plots):
             _say(f"wrote {path}")
         return 0
     if args.quick:
@@ -113,17 +134,19 @@ def run(args: argparse.Namespace) -> int:
     unknown = set(sections) - set(SECTIONS)
     if unknown:
         raise UserError(f"unknown sections {sorted(unknown)}: expected some of {', '.join(SECTIONS)}")
+    check_output_file(args.json, "--json")
+    check_output_folder(args.plots, "--plots")
     opts = BenchOptions(
-        spans=_ints(args.spans),
+        spans=_ints(args.spans, "--spans"),
         prompts=args.prompts,
         repeats=args.repeats,
-        threads=_ints(args.threads),
+        threads=_ints(args.threads, "--threads"),
         block_size=args.block_size,
         threshold=args.threshold,
-        span_thresholds=_floats(args.span_thresholds),
-        thresholds=_floats(args.thresholds),
+        span_thresholds=_floats(args.span_thresholds, "--span-thresholds"),
+        thresholds=_floats(args.thresholds, "--thresholds"),
         tasks=args.tasks,
-        contexts=_ints(args.contexts),
+        contexts=_ints(args.contexts, "--contexts"),
         cache_span=args.cache_span,
         cache_repeats=args.cache_repeats,
         random_positions=args.random_positions,

@@ -34,28 +34,48 @@ def add_setting_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+# Settings the commands take as flags, and the flag of each (as named in errors).
+_SETTING_FLAGS = {
+    "explain_model": "--explain-model",
+    "block_size": "--block-size",
+    "threshold": "--threshold",
+    "time_budget_ms": "--time-budget-ms",
+    "explain_max_tokens": "--max-tokens",
+    "min_confidence": "--min-confidence",
+}
+
+
 def settings_from(args: argparse.Namespace) -> Settings:
     raw = {"model": args.model, "device": args.device, "dtype": args.dtype, "backend": args.backend}
-    for name in ("explain_model", "block_size", "threshold", "time_budget_ms", "explain_max_tokens", "min_confidence"):
+    flags = {"model": "--model", "device": "--device", "dtype": "--dtype", "backend": "--backend"}
+    for name, flag in _SETTING_FLAGS.items():
         if getattr(args, name, None) is not None:
-            raw[name] = getattr(args, name)
+            raw[name], flags[name] = getattr(args, name), flag
     if getattr(args, "max_tokens", None) is not None:
         raw["max_tokens_line"] = raw["max_tokens_block"] = args.max_tokens
-    settings, warnings = parse_settings(raw)
-    if warnings:
-        raise UserError("; ".join(warnings))
+        flags["max_tokens_line"] = flags["max_tokens_block"] = "--max-tokens"
+    for name, value in raw.items():  # one at a time: the error names the flag, not the setting behind it
+        _, warnings = parse_settings({name: value})
+        if warnings:
+            raise UserError(f"{flags[name]} {value}: {_reason(warnings[0])}")
+    settings, _ = parse_settings(raw)
     return settings
+
+
+def _reason(warning: str) -> str:
+    """parse_settings words its warnings for the editor ("setting 'x'=0: <reason>; keeping 32"): the reason."""
+    return warning.partition(": ")[2].rpartition("; keeping")[0] or warning
 
 
 def read_source(path: Path, max_bytes: int) -> str:
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # -sig: a byte order mark is not the first column
     except FileNotFoundError:
         raise UserError(f"no such file: {path}") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"cannot read {path} as UTF-8 text: {exc}") from exc
     if (reason := refusal_reason(text, max_bytes)) is not None:
-        raise UserError(f"{path} is {reason}")
+        raise UserError(f"refusing {path}: {reason}")
     return text
 
 
@@ -84,6 +104,8 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     path, line_no, col_no = parse_location(args.location)
     text = read_source(path, settings.max_document_kb * 1024)
+    if not text.strip():  # as explain: no code, nothing the model could continue
+        raise UserError(f"{path} holds no code to complete")
     doc = Document(uri=path.resolve().as_uri(), text=text)
     cursor = cursor_offset(doc, line_no, col_no)
     service = CompletionService(settings)

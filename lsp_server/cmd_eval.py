@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import json
 from functools import partial
 
 from decoder.defaults import default_model_dir
 from decoder.evaluation.cli import add_eval_arguments, run_eval
+from decoder.evaluation.tasks import load_tasks
 from lsp_server.cmd_generate import add_model_arguments
+from lsp_server.cmd_paths import check_output_file
 from lsp_server.errors import UserError
 from lsp_server.model_loading import open_engine
 
@@ -38,6 +41,23 @@ def check_arguments(args: argparse.Namespace) -> None:
         raise UserError("--lookup and --bpb-tokens must be >= 0")
     if args.jobs < 1:
         raise UserError("--jobs must be >= 1")
+    if args.tasks:
+        check_tasks(args.tasks)
+    check_output_file(args.json, "--json")
+    check_output_file(args.plot, "--plot")
+    check_output_file(args.coverage_plot, "--coverage-plot")
+
+
+def check_tasks(path: str) -> None:
+    """Read the task file once up front (it is small): a bad one fails before the model loads."""
+    try:
+        tasks = load_tasks(path)
+    except OSError as exc:
+        raise UserError(f"cannot read --tasks {path}: {exc.strerror or exc}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError, TypeError) as exc:
+        raise UserError(f"--tasks {path} is not a JSONL file of tasks: {exc}") from None
+    if not tasks:
+        raise UserError(f"--tasks {path} holds no tasks")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -29,11 +29,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def parse_lines(value: str) -> tuple[Path, int | None, int | None]:
-    match = _LINES.match(value)
-    if match is None or Path(value).exists():
+    if Path(value).exists():
         return Path(value), None, None
-    start = int(match["start"])
-    return Path(match["path"]), start, int(match["end"] or start)
+    match = _LINES.match(value)
+    if match is not None and not _file_before_colon(match["path"]):
+        start = int(match["start"])
+        return Path(match["path"]), start, int(match["end"] or start)
+    if _file_before_colon(value):  # `FILE:1-`, `FILE:1:2`: a file, then no range we read
+        raise UserError(f"malformed line range in {value!r}: expected FILE, FILE:LINE or FILE:START-END")
+    return Path(value), None, None  # read_source says that no such file exists
+
+
+def _file_before_colon(value: str) -> bool:
+    """Whether some text before a ':' of `value` names a file (then what follows is a bad line range)."""
+    head = value
+    while ":" in head:
+        head = head.rpartition(":")[0]
+        if Path(head).is_file():
+            return True
+    return False
 
 
 def select_lines(doc: Document, start: int | None, end: int | None) -> str:
@@ -62,6 +76,8 @@ def run(args: argparse.Namespace) -> int:
         answer = service.explain(code, on_text=None if args.json else stream)
     except (ModelUnavailable, ExplainError) as exc:
         raise UserError(str(exc)) from exc
+    if answer.truncated_input:  # said, not only in --json: otherwise the answer looks like one on the whole code
+        print("parafill: note: the code is too long for one prompt: only its start was explained", file=sys.stderr)
     if args.json:
         print(json.dumps(answer.to_json() | {"file": str(path), "lines": [start, end]}))
     else:

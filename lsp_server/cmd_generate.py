@@ -117,6 +117,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(str(exc)) from exc
     if not prompt_ids:
         raise UserError("the prompt is empty")
+    _check_context(len(prompt_ids), params.max_new_tokens, engine.model.config.max_position_embeddings)
     try:
         result = generate(engine, prompt_ids, mode, params, GenerationControl())
     except (NoMaskTokenError, BlockLayoutError, BlockSamplingError) as exc:
@@ -134,6 +135,16 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return 0
+
+
+def _check_context(prompt_tokens: int, max_new_tokens: int, context: int) -> None:
+    """Positions past the model's context were never trained: refuse rather than decode noise. (The server
+    and `complete` cut a window around the cursor instead; a raw prompt has no cursor to cut around.)"""
+    if prompt_tokens + max_new_tokens > context:
+        raise UserError(
+            f"the prompt is {prompt_tokens} tokens; with --max-new-tokens {max_new_tokens} that is past the "
+            f"model's context of {context} tokens: shorten the prompt or lower --max-new-tokens"
+        )
 
 
 def _check_numbers(args: argparse.Namespace) -> None:

@@ -17,6 +17,7 @@ from decoder.evaluation.reports import (
     merge_reports,
     report_json,
 )
+from lsp_server.cmd_paths import check_output_file
 from lsp_server.errors import UserError
 
 
@@ -39,6 +40,8 @@ def load_report(path: str) -> dict:
         report = json.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise UserError(f"no report at {path}") from None
+    except OSError as exc:  # a folder, no permission...
+        raise UserError(f"cannot read the report {path}: {exc.strerror or exc}") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise UserError(f"{path} is not a JSON report: {exc}") from None
     if not isinstance(report, dict) or not isinstance(report.get("kinds"), dict):
@@ -56,6 +59,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
+    check_output_file(args.json, "--json")
     rows = compare_reports(load_report(args.old), load_report(args.new))
     if not rows:
         raise UserError("the reports share no kind and configuration to compare")
@@ -80,6 +84,8 @@ def _compare(args: argparse.Namespace) -> int:
 def _merge(args: argparse.Namespace) -> int:
     from decoder.evaluation.plots import plot_confidence_coverage, plot_quality_vs_parallelism
 
+    for value, flag in ((args.json, "--json"), (args.plot, "--plot"), (args.coverage_plot, "--coverage-plot")):
+        check_output_file(value, flag)
     merged = merge_reports([load_report(p) for p in args.reports], args.model)
     Path(args.json).write_text(report_json(merged) + "\n", encoding="utf-8")
     if args.plot:

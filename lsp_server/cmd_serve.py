@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import socket
 import sys
 from typing import BinaryIO
 
@@ -33,6 +34,22 @@ def parse_tcp(value: str) -> tuple[str, int]:
     return host.strip("[]") or "127.0.0.1", number
 
 
+def check_listen(host: str, port: int) -> None:
+    """Fail before the model loads when the address cannot be listened on: a port in use, a host that
+    does not resolve or is not this machine's. (A race with another process is caught again in run.)"""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as asyncio's server does
+            probe.bind(address)
+    except OSError as exc:
+        raise listen_error(host, port, exc) from None
+
+
+def listen_error(host: str, port: int, exc: OSError) -> UserError:
+    return UserError(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
+
+
 def protocol_stdout() -> BinaryIO:
     """Keep a private handle on stdout for the protocol and send everything else written there (a stray
     print, a C library) to stderr instead: one byte of noise on stdout breaks the client."""
@@ -45,6 +62,9 @@ def protocol_stdout() -> BinaryIO:
 def run(args: argparse.Namespace) -> int:
     from lsp_server.server import create_server  # after argument errors are reported
 
+    address = parse_tcp(args.tcp) if args.tcp else None
+    if address is not None:
+        check_listen(*address)
     setup_logging(args.log_level)
     settings = Settings(
         model=args.model,
@@ -54,9 +74,11 @@ def run(args: argparse.Namespace) -> int:
         backend=args.backend,
     )
     server = create_server(settings)
-    if args.tcp:
-        host, port = parse_tcp(args.tcp)
-        server.start_tcp(host, port)
+    if address is not None:
+        try:
+            server.start_tcp(*address)
+        except OSError as exc:  # taken since check_listen: the bind is the only OSError that gets out
+            raise listen_error(*address, exc) from None
     else:
         server.start_io(sys.stdin.buffer, protocol_stdout())
     server.exit_now()  # the client went away without `exit` (end of input): same exit path

@@ -82,6 +82,19 @@ def test_bad_arguments_and_bad_model_folder_exit_2_with_one_line(tiny_model_dir,
         assert "Traceback" not in proc.stderr
 
 
+def test_a_prompt_past_the_model_context_is_refused_not_decoded(tiny_model_dir, tmp_path):
+    # The tiny model's context is 512 positions; positions past it were never trained.
+    prompt = tmp_path / "long.py"
+    prompt.write_text("value = compute(value)\n" * 200)
+    proc = run_cli("generate", "--model", str(tiny_model_dir), "--prompt-file", str(prompt), "--max-new-tokens", "4")
+    assert proc.returncode == 2, proc.stderr
+    assert "past the model's context of 512 tokens" in proc.stderr and "Traceback" not in proc.stderr
+    # The same prompt cut to fit decodes.
+    prompt.write_text("value = compute(value)\n" * 4)
+    proc = run_cli("generate", "--model", str(tiny_model_dir), "--prompt-file", str(prompt), "--max-new-tokens", "4")
+    assert proc.returncode == 0, proc.stderr
+
+
 def test_train_and_corpus_refuse_bad_folders_with_one_line(tmp_path):
     cases = [
         ("train", "--corpus", str(tmp_path / "none"), "--run", str(tmp_path / "run"), "--max-steps", "1"),

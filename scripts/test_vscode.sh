@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # VS Code client: install what its tests need, build + lint + package the extension, then run the node tests
-# (tests/vscode: a protocol test over stdio, and an end-to-end test in code-server + headless Chromium).
+# (tests/vscode: unit tests of the path and server-command modules, a protocol test over stdio, and an end-to-end
+# test in code-server + headless Chromium).
 # Everything comes from the package registries (Debian, npm, PyPI). Installs are cached between runs:
 # vscode-client/node_modules (until package-lock.json changes) and code-server in vscode-client/.cache.
 # Usage: bash scripts/test_vscode.sh [node --test options, e.g. --test-name-pattern=protocol]
@@ -68,5 +69,5 @@ ls -l "$CLIENT/parafill.vsix"
 step "node tests (tests/vscode)"
 export PARAFILL_SERVER=$ROOT/.venv/bin/parafill
 (cd "$CLIENT" && node --test --test-concurrency=1 --test-reporter=spec "$@" \
-  ../tests/vscode/protocol.test.mjs ../tests/vscode/e2e.test.mjs)
+  ../tests/vscode/client.test.mjs ../tests/vscode/protocol.test.mjs ../tests/vscode/e2e.test.mjs)
 step "done"

@@ -1,8 +1,10 @@
 // End-to-end in a real VS Code: code-server + headless Chromium (playwright-core). Installs the packaged .vsix,
 // opens a Python file, types, waits for ghost text from the model, accepts it with Tab, saves and reads the file;
 // runs "parafill: Explain Selection" (on a random-weight model, switched to in the Settings editor) and watches
-// the text stream in, and cancels one; toggles completions from the status bar; kills the server and sees it
-// come back; breaks the server path and sees the fix offered; checks the page talked only to 127.0.0.1. Saves a
+// the text stream in, and cancels one; is told which languages Explain serves in a text file; restarts a slow-
+// starting server while it starts and explains at once (no false crash, Explain waits); toggles completions from
+// the status bar; kills the server and sees it come back with the current settings; breaks the server path and
+// sees the fix offered; checks the page talked only to 127.0.0.1. Saves a
 // screenshot of the ghost text (test-artifacts/ghost-text.png) and prints the median keystroke -> visible ghost
 // text time.
 import assert from 'node:assert/strict';
@@ -27,6 +29,11 @@ import { CTRL, Workbench, asRendered, launchBrowser } from './workbench.mjs';
 const VSIX = process.env.PARAFILL_VSIX || path.join(CLIENT_DIR, 'parafill.vsix');
 const FILE = 'sample.py';
 const AFTER_RESTART = 'restarted.py';
+const TEXT_FILE = 'notes.txt';
+// Relative paths in the workspace, set as such in the settings: a server that sleeps before it starts, and a
+// link to the test model.
+const SLOW_SERVER = 'bin/slow-parafill';
+const MODEL_LINK = 'model-link';
 const SOURCE = `"""A small module for the parafill end-to-end test."""
 
 
@@ -85,6 +92,14 @@ describe('parafill in VS Code (code-server + headless Chromium)', () => {
     fs.mkdirSync(ARTIFACTS, { recursive: true });
     workspace = fs.mkdtempSync(path.join(os.tmpdir(), 'parafill-e2e-ws-'));
     fs.writeFileSync(path.join(workspace, FILE), SOURCE);
+    fs.writeFileSync(path.join(workspace, TEXT_FILE), 'Shopping list: apples, pears.\n');
+    fs.mkdirSync(path.join(workspace, 'bin'));
+    fs.writeFileSync(
+      path.join(workspace, SLOW_SERVER),
+      `#!/bin/sh\n# parafill, 4 s late: time to restart it while it starts\nsleep 4 </dev/null >/dev/null 2>&1\nexec '${serverExecutable()}' "$@"\n`,
+      { mode: 0o755 },
+    );
+    fs.symlinkSync(testModelFolder(), path.join(workspace, MODEL_LINK));
     server = new CodeServer({
       workspace,
       settings: {
@@ -144,6 +159,10 @@ describe('parafill in VS Code (code-server + headless Chromium)', () => {
     // Every setting the extension sends is one the server knows and accepts.
     const log = server.extensionLog();
     assert.ok(!/unknown setting|keeping/.test(log), `the server rejected settings:\n${log}`);
+    // Each server log record once (stderr only, not also its window/logMessage copy), at its level, with its logger.
+    const loaded = server.extensionLogLines('model loaded from');
+    assert.equal(loaded.length, 1, `one model load, logged ${loaded.length} times:\n${loaded.join('\n')}`);
+    assert.match(loaded[0], /\[info\] parafill\.model: model loaded from /);
   });
 
   test('open a Python file, type, ghost text appears; median keystroke -> ghost time', async () => {
@@ -287,6 +306,73 @@ describe('parafill in VS Code (code-server + headless Chromium)', () => {
     assert.match(line, /\(cancelled\)/, `the explanation did not end by the cancel: ${line}`);
   });
 
+  test('Explain Selection in a file outside parafill.languages says which languages are served', async () => {
+    await wb.openFile(TEXT_FILE, 'Shopping list');
+    await wb.selectFirstLines(1);
+    await wb.runCommand('parafill: Explain Selection');
+    const message = wb.notification('parafill.languages').first();
+    await message.waitFor({ timeout: 10_000 });
+    const text = (await message.textContent()) ?? '';
+    assert.match(text, /\(python\)/);
+    assert.match(text, /plaintext/);
+    assert.equal(await wb.notification('explain failed').count(), 0);
+    await wb.runCommand('Notifications: Clear All Notifications');
+    await wb.press(`${CTRL}+W`);
+  });
+
+  test('restarted while it starts: no false crash or error; Explain waits for the new server', async () => {
+    const slow = path.join(workspace, SLOW_SERVER);
+    const falseAlarms = /restarting \(|failed to start|crashed|initialization failed|couldn't create connection/i;
+    const alarmsBefore = server.extensionLogLines(falseAlarms).length;
+    const stillStarting = () => server.extensionLogLines('the server is still starting').length;
+    const hitBefore = stillStarting();
+    // A relative server.path: the extension resolves it against the workspace folder.
+    await wb.setSettings([['parafill.server.path', SLOW_SERVER]], settingsFile);
+    await wb.press(`${CTRL}+W`);
+    await waitFor(() => server.extensionLogLines(`starting ${slow} serve`).length > 0, 20_000, `a start of ${slow}`, 100);
+    // It sleeps 4 s before the server even loads: restart it now, and ask for an explanation at once.
+    await wb.runCommand('parafill: Restart Language Server');
+    await wb.selectFirstLines(6);
+    await wb.takeOutputVersions();
+    const asked = Date.now();
+    await wb.runCommand('parafill: Explain Selection');
+    await waitFor(() => wb.outputSays('# Explain sample.py:1-6'), 60_000, 'Explain to get a running server');
+    notes.push(`explain during a restart: the server was there after ${Date.now() - asked} ms`);
+    const running = page.locator('.notification-toast', { hasText: 'explaining' });
+    await waitFor(
+      async () => (await running.count()) === 0 && (await wb.outputQuietMs()) > 1000,
+      180_000,
+      'the explanation to finish',
+      100,
+    );
+    const header = '# Explain sample.py:1-6';
+    const last = (await wb.takeOutputVersions()).at(-1)?.text ?? '';
+    const body = last.replace(header, '').trim();
+    assert.ok(body && !body.includes('_(failed'), `no explanation: ${JSON.stringify(last)}`);
+    assert.equal(await wb.notification('not running').count(), 0, 'Explain did not wait for the server');
+    assert.ok(stillStarting() > hitBefore, 'the restart did not land while the server was starting');
+    // The server stopped while starting is not taken for a crash, nor for a failed start.
+    const alarms = server.extensionLogLines(falseAlarms).slice(alarmsBefore);
+    assert.deepEqual(alarms, [], 'false alarms in the log');
+    for (const text of ['failed to start', 'crashed', 'initialization failed', "couldn't create connection", 'Pending response']) {
+      assert.equal(await wb.notification(text).count(), 0, `a notification says "${text}"`);
+    }
+    await waitFor(async () => (await wb.statusIcon()) === 'codicon-sparkle', 20_000, 'the status bar to show the model ready');
+    await waitFor(() => server.languageServerPids().length === 1, 20_000, 'one server process (the replaced one gone)', 250);
+
+    const ownPathStarts = () => server.extensionLogLines(`starting ${serverExecutable()} serve`).length;
+    const startsBefore = ownPathStarts();
+    await wb.setSettings([['parafill.server.path', serverExecutable()]], settingsFile);
+    await wb.press(`${CTRL}+W`);
+    await waitFor(
+      async () =>
+        ownPathStarts() > startsBefore && server.languageServerPids().length === 1 && (await wb.statusIcon()) === 'codicon-sparkle',
+      120_000,
+      'the server back on its own path',
+      250,
+    );
+  });
+
   test('clicking the status bar item turns inline completions off, and on again', async () => {
     await waitFor(async () => (await wb.statusIcon()) === 'codicon-sparkle', 20_000, 'the status bar to show on');
     await wb.statusItem().click();
@@ -300,11 +386,21 @@ describe('parafill in VS Code (code-server + headless Chromium)', () => {
     assert.equal(server.readSettings()?.['parafill.enable'], true);
   });
 
-  test('a crashed server is restarted and completions come back', async () => {
+  test('a crashed server is restarted with the current settings and completions come back', async () => {
     // A fresh copy of the test file and the lines of the latency test: with greedy decoding the new server
     // answers them as the first one did, whatever the earlier tests typed into sample.py. Written before the
     // crash, so the workbench's file search has seen it by the time Quick Open looks (one run timed out there).
     fs.writeFileSync(path.join(workspace, AFTER_RESTART), SOURCE);
+    // A model setting changed since the server started (and relative: resolved against the workspace folder):
+    // the restarted server must load it, not the model of its first start.
+    const linked = path.join(workspace, MODEL_LINK);
+    const loadsOf = (folder) => server.extensionLogLines(`model loaded from ${folder} in `).length;
+    await wb.setSettings([['parafill.model', MODEL_LINK]], settingsFile);
+    await waitFor(() => loadsOf(linked) === 1, 120_000, `the model in ${linked} to load`, 250).catch((err) => {
+      throw new Error(`${err.message}\n${server.extensionLog()}`);
+    });
+    await wb.press(`${CTRL}+W`);
+    const firstModelLoads = loadsOf(testModelFolder());
     const [pid] = server.languageServerPids();
     assert.ok(pid, 'no parafill serve process found');
     process.kill(pid, 'SIGKILL');
@@ -317,6 +413,10 @@ describe('parafill in VS Code (code-server + headless Chromium)', () => {
       'a new server with its model loaded',
       250,
     );
+    await waitFor(() => loadsOf(linked) === 2, 120_000, 'the restarted server to load the current model', 250).catch((err) => {
+      throw new Error(`${err.message}\n${server.extensionLog()}`);
+    });
+    assert.equal(loadsOf(testModelFolder()), firstModelLoads, 'the restarted server loaded the model of its first start');
     await wb.openFile(AFTER_RESTART, 'class Stack');
     await wb.press(`${CTRL}+End`);
     let r;

@@ -3,8 +3,16 @@
 import * as vscode from 'vscode';
 import { type LanguageClient, WorkDoneProgress } from 'vscode-languageclient/node';
 import * as path from 'node:path';
+import * as settings from './settings';
 
 export const EXPLAIN_METHOD = 'parafill/explain';
+const START_WAIT_MS = 30_000; // the server answers `initialize` within seconds; the model loads after that
+
+/** The part of ParafillClient that explain uses. */
+export interface ServerHandle {
+  readonly languageClient: LanguageClient | undefined;
+  whenRunning(timeoutMs: number, token?: vscode.CancellationToken): Promise<LanguageClient | undefined>;
+}
 
 interface ExplainResult {
   text?: string;
@@ -15,7 +23,7 @@ export class ExplainController implements vscode.Disposable {
   private current: vscode.CancellationTokenSource | undefined;
   private counter = 0;
 
-  constructor(private readonly getClient: () => LanguageClient | undefined) {
+  constructor(private readonly server: ServerHandle) {
     this.channel = vscode.window.createOutputChannel('parafill Explain', 'markdown');
   }
 
@@ -25,18 +33,23 @@ export class ExplainController implements vscode.Disposable {
       void vscode.window.showInformationMessage('parafill: open a file and select the code to explain.');
       return undefined;
     }
-    const client = this.getClient();
-    if (!client) {
-      void vscode.window.showErrorMessage(
-        'parafill: the language server is not running. Run "parafill: Show Server Log" to see why.',
+    const document = editor.document;
+    // The server only has the documents of `parafill.languages` (the client's document selector).
+    if (!vscode.languages.match(settings.documentSelector(), document)) {
+      void vscode.window.showInformationMessage(
+        `parafill: Explain works in files of the languages in "parafill.languages" (${settings.languages().join(', ')}); ` +
+          `this file is ${document.languageId}. Add it to that setting to explain it.`,
       );
       return undefined;
     }
-    const document = editor.document;
     let range: vscode.Range = editor.selection;
     if (editor.selection.isEmpty) {
       // Nothing selected: explain the cursor's line.
       range = document.lineAt(editor.selection.active.line).range;
+    }
+    const client = await this.runningClient(); // the range is taken first: the wait can take seconds
+    if (!client) {
+      return undefined;
     }
     this.current?.cancel();
     const cts = new vscode.CancellationTokenSource();
@@ -106,6 +119,27 @@ export class ExplainController implements vscode.Disposable {
       }
       cts.dispose();
     }
+  }
+
+  /** The running client; while the server starts, wait for it (cancellable, with a notification). */
+  private async runningClient(): Promise<LanguageClient | undefined> {
+    let cancelled = false;
+    const client =
+      this.server.languageClient ??
+      (await vscode.window.withProgress(
+        { location: vscode.ProgressLocation.Notification, title: 'parafill: waiting for the language server to start…', cancellable: true },
+        async (_progress, token) => {
+          const found = await this.server.whenRunning(START_WAIT_MS, token);
+          cancelled = token.isCancellationRequested;
+          return found;
+        },
+      ));
+    if (!client && !cancelled) {
+      void vscode.window.showErrorMessage(
+        'parafill: the language server is not running. Run "parafill: Show Server Log" to see why.',
+      );
+    }
+    return client;
   }
 
   dispose(): void {

@@ -13,7 +13,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ expl
   status.setEnabled(settings.isEnabled());
   status.setModel(settings.modelLabel(), vscode.workspace.getConfiguration(settings.SECTION).get<string>('device', ''));
   parafill = new ParafillClient(log, status);
-  const explain = new ExplainController(() => parafill?.languageClient);
+  const explain = new ExplainController(parafill);
+  setLanguagesContext();
 
   context.subscriptions.push(
     log,
@@ -30,6 +31,9 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ expl
       }
       status.setEnabled(settings.isEnabled());
       status.setModel(settings.modelLabel(), vscode.workspace.getConfiguration(settings.SECTION).get<string>('device', ''));
+      if (event.affectsConfiguration(`${settings.SECTION}.languages`)) {
+        setLanguagesContext();
+      }
       if (settings.needsRestart(event)) {
         await parafill?.restart();
       } else {
@@ -40,6 +44,11 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ expl
 
   void parafill.start(); // not awaited: importing torch takes seconds, activation should not
   return { explainSelection: () => explain.explainSelection() };
+}
+
+/** For the editor context menu's `when` (package.json): Explain only in the languages the server gets. */
+function setLanguagesContext(): void {
+  void vscode.commands.executeCommand('setContext', 'parafill.languages', settings.languages());
 }
 
 export async function deactivate(): Promise<void> {

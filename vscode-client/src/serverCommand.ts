@@ -1,6 +1,7 @@
 // Which command starts `parafill serve`, and what to tell the user when it cannot be started.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { isPathLike } from './paths';
 
 export interface ServerCommandSettings {
   /** `parafill.server.pythonPath`: an interpreter with parafill installed (wins over `path`). */
@@ -63,7 +64,7 @@ const INSTALL_HINT =
 export function resolveServerCommand(settings: ServerCommandSettings, workspaceFolders: string[]): ServerCommand {
   const serveArgs = ['serve', ...settings.args];
   if (settings.pythonPath) {
-    const python = settings.pythonPath.includes(path.sep) ? settings.pythonPath : findOnPath(settings.pythonPath);
+    const python = isPathLike(settings.pythonPath) ? settings.pythonPath : findOnPath(settings.pythonPath);
     if (!python || !isExecutableFile(python)) {
       throw new ServerNotFoundError(
         `parafill: the Python interpreter "${settings.pythonPath}" ("parafill.server.pythonPath") does not exist ` +
@@ -74,7 +75,7 @@ export function resolveServerCommand(settings: ServerCommandSettings, workspaceF
     return { command: python, args: ['-m', 'lsp_server.cli', ...serveArgs], source: 'parafill.server.pythonPath' };
   }
   if (settings.path) {
-    const exe = settings.path.includes(path.sep) ? settings.path : findOnPath(settings.path);
+    const exe = isPathLike(settings.path) ? settings.path : findOnPath(settings.path);
     if (!exe || !isExecutableFile(exe)) {
       throw new ServerNotFoundError(
         `parafill: the server executable "${settings.path}" ("parafill.server.path") was not found or is not ` +
@@ -96,13 +97,36 @@ export function resolveServerCommand(settings: ServerCommandSettings, workspaceF
   throw new ServerNotFoundError(`parafill: the language server (\`parafill\`) was not found on PATH. ${INSTALL_HINT}`);
 }
 
+/** A stderr line of a log record (lsp_server/logs.py FORMAT): its level and the rest. */
+const LOG_RECORD = /^parafill (DEBUG|INFO|WARNING|ERROR|CRITICAL) (.*)$/;
+
+export function parseLogRecord(line: string): { level: string; text: string } | undefined {
+  const m = LOG_RECORD.exec(line);
+  return m ? { level: m[1], text: m[2] } : undefined;
+}
+
 /**
- * A one-paragraph explanation of why the server did not start or died, from its last stderr lines,
- * with the fix where the cause is known.
+ * The stderr lines that can say why the server died: error records, and lines that are not log records
+ * (a traceback, argparse's message). INFO lines are left out: those of `parafill.model` mention "model" and
+ * would be taken for the cause.
  */
-export function explainStartFailure(command: ServerCommand, stderrTail: string[], error?: unknown): string {
+export function problemLines(stderrTail: string[]): string[] {
+  return stderrTail.filter((line) => {
+    if (!line.trim()) {
+      return false;
+    }
+    const record = parseLogRecord(line);
+    return !record || record.level === 'ERROR' || record.level === 'CRITICAL';
+  });
+}
+
+/**
+ * A one-paragraph explanation of why the server did not start (`crashed`: kept dying after it had run), from
+ * its last stderr lines, with the fix where the cause is known.
+ */
+export function explainStartFailure(command: ServerCommand, stderrTail: string[], error?: unknown, crashed = false): string {
   const stderr = stderrTail.join('\n');
-  const last = stderrTail.filter((l) => l.trim()).slice(-1)[0] ?? '';
+  const last = problemLines(stderrTail).slice(-1)[0] ?? '';
   const cmdline = [command.command, ...command.args].join(' ');
   let fix = 'Open "parafill: Show Server Log" for the full output.';
   if (/No module named '?(lsp_server|parafill)/.test(stderr)) {
@@ -115,5 +139,6 @@ export function explainStartFailure(command: ServerCommand, stderrTail: string[]
     fix = 'Set "parafill.device" to "cpu", or install a CUDA build of PyTorch.';
   }
   const reason = last || (error instanceof Error ? error.message : error ? String(error) : 'it exited');
-  return `parafill: the language server failed to start (${cmdline}): ${reason}. ${fix}`;
+  const what = crashed ? 'crashed repeatedly' : 'failed to start';
+  return `parafill: the language server ${what} (${cmdline}): ${reason}. ${fix}`;
 }

@@ -1,5 +1,6 @@
 // VS Code settings (`parafill.*`) -> what the server takes (initializationOptions / didChangeConfiguration).
 import * as vscode from 'vscode';
+import { expandCommandPath, expandPath } from './paths';
 import type { ServerCommandSettings } from './serverCommand';
 
 export const SECTION = 'parafill';
@@ -52,6 +53,9 @@ const NULLABLE = new Set([
   'remote.fimTemplate',
 ]);
 
+/** Folder settings: sent as absolute paths (`~`, `${workspaceFolder}` and relative paths resolved here). */
+const PATHS = new Set(['model', 'explain.model']);
+
 /** Settings whose change needs a new server process rather than a didChangeConfiguration. */
 export const RESTART_KEYS = ['languages', 'server.path', 'server.pythonPath', 'server.args'];
 
@@ -68,11 +72,26 @@ export function languages(): string[] {
   return langs.length > 0 ? langs : ['python'];
 }
 
+/** The documents the server gets (synced, completed, explained): files and untitled editors of `languages`. */
+export function documentSelector(): { scheme: string; language: string }[] {
+  return languages().flatMap((language) => [
+    { scheme: 'file', language },
+    { scheme: 'untitled', language },
+  ]);
+}
+
+/** What relative paths in settings are relative to: the first workspace folder (also the server's cwd). */
+export function workspaceFolder(): string | undefined {
+  const folder = vscode.workspace.workspaceFolders?.[0];
+  return folder?.uri.scheme === 'file' ? folder.uri.fsPath : undefined;
+}
+
 export function serverCommandSettings(): ServerCommandSettings {
   const c = config();
+  const folder = workspaceFolder();
   return {
-    pythonPath: c.get<string>('server.pythonPath', '').trim(),
-    path: c.get<string>('server.path', '').trim(),
+    pythonPath: expandCommandPath(c.get<string>('server.pythonPath', ''), folder),
+    path: expandCommandPath(c.get<string>('server.path', ''), folder),
     args: c.get<string[]>('server.args', []),
   };
 }
@@ -80,9 +99,13 @@ export function serverCommandSettings(): ServerCommandSettings {
 /** The object sent as initializationOptions and as didChangeConfiguration settings. */
 export function serverSettings(): Record<string, unknown> {
   const c = config();
+  const folder = workspaceFolder();
   const out: Record<string, unknown> = {};
   for (const [key, serverKey] of Object.entries(SERVER_KEYS)) {
-    const value = c.get<unknown>(key);
+    let value = c.get<unknown>(key);
+    if (PATHS.has(key) && typeof value === 'string') {
+      value = expandPath(value, folder);
+    }
     const empty = value === undefined || value === null || value === '';
     if (!empty) {
       out[serverKey] = value;
@@ -95,7 +118,7 @@ export function serverSettings(): Record<string, unknown> {
 
 /** Short model name for the status bar: the model folder's basename, or "default". */
 export function modelLabel(): string {
-  const folder = config().get<string>('model', '').replace(/[/\\]+$/, '');
+  const folder = expandPath(config().get<string>('model', ''), workspaceFolder()).replace(/[/\\]+$/, '');
   if (!folder) {
     return 'default';
   }

@@ -45,9 +45,17 @@ class ExplainAnswer:
         }
 
 
+_QUOTE_CHARACTERS = "\"'"
+
+
 class TextStream:
-    """Turn streamed token ids into text deltas. Byte-level BPE can split a character across tokens, so a
-    trailing U+FFFD (half a character) is held back until the next token completes it."""
+    """Turn streamed token ids into text deltas that the final answer will not take back.
+
+    Byte-level BPE can split a character across tokens, so a trailing U+FFFD (half a character) is held back
+    until the next token completes it. And the explain stop rule (`stop_before_closing_quotes`) drops the
+    token a docstring's closing quotes start in, text before the quotes included (`."` then `""`): so a
+    trailing run of quote characters is held back with the whole token it starts in, until a later token
+    shows it was not the start of closing quotes (an apostrophe, a quoted word)."""
 
     def __init__(self, decode: Callable[[list[int]], str], on_text: Callable[[str], None] | None) -> None:
         self._decode, self._on_text = decode, on_text
@@ -56,9 +64,18 @@ class TextStream:
 
     def push(self, ids: list[int]) -> None:
         self.ids.extend(ids)
+        self._emit(self._decode(self.ids[: self._final_tokens()]).rstrip("\ufffd"))
+
+    def _final_tokens(self) -> int:
+        """How many leading tokens are final: all but those from the one a trailing quote run starts in."""
         text = self._decode(self.ids)
-        stable = text.rstrip("\ufffd")
-        self._emit(stable)
+        run_start = len(text.rstrip(_QUOTE_CHARACTERS))
+        if run_start == len(text):
+            return len(self.ids)
+        first_held = len(self.ids) - 1
+        while first_held > 0 and len(self._decode(self.ids[:first_held])) > run_start:
+            first_held -= 1
+        return first_held
 
     def finish(self, final_text: str) -> None:
         self._emit(final_text)

@@ -22,7 +22,7 @@ from typing import Any
 
 from decoder.defaults import REPO_ROOT, default_model_dir
 from lsp_server.cmd_generate import add_model_arguments
-from lsp_server.cmd_paths import check_output_file, check_output_folder
+from lsp_server.cmd_paths import check_output_file, check_output_folder, read_json_file
 from lsp_server.errors import UserError
 
 QUICK = {
@@ -53,12 +53,7 @@ def _floats(text: str, flag: str) -> list[float]:
 
 
 def _read_report(path: Path) -> dict[str, Any]:
-    try:
-        report = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise UserError(f"cannot read --replot {path}: {exc.strerror or exc}") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UserError(f"--replot {path} is not a JSON report: {exc}") from None
+    report = read_json_file(path, "report")
     if not isinstance(report, dict) or not isinstance(report.get("model"), dict):
         raise UserError(f"--replot {path} is not a `parafill bench` report (no 'model')")
     return report

@@ -1,10 +1,12 @@
-"""Output paths the commands write at the end of a long run, checked before the run: a path that cannot be
+"""Files the commands read and write. Output paths are checked before a long run: a path that cannot be
 written would otherwise lose the results after all the work. Light (no torch): `report` uses it too."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
+from typing import Any
 
 from lsp_server.errors import UserError
 
@@ -38,3 +40,15 @@ def _make_folder(folder: Path, flag: str, path: Path) -> None:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:  # a file where a folder should be, no permission...
         raise UserError(f"{flag} {path}: cannot make the folder {folder}: {exc.strerror or exc}") from None
+
+
+def read_json_file(path: str | Path, what: str) -> Any:
+    """The JSON in `path`, or one line naming `what` it should have been and why it cannot be read."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError(f"no {what} at {path}") from None
+    except OSError as exc:  # a folder, no permission...
+        raise UserError(f"cannot read the {what} {path}: {exc.strerror or exc}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UserError(f"{path} is not a JSON {what}: {exc}") from None

@@ -7,7 +7,6 @@ parafill report merge A.json B.json --json OUT.json --plot OUT.png   # kinds eva
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from decoder.evaluation.reports import (
@@ -17,7 +16,7 @@ from decoder.evaluation.reports import (
     merge_reports,
     report_json,
 )
-from lsp_server.cmd_paths import check_output_file
+from lsp_server.cmd_paths import check_output_file, read_json_file
 from lsp_server.errors import UserError
 
 
@@ -36,14 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def load_report(path: str) -> dict:
-    try:
-        report = json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UserError(f"no report at {path}") from None
-    except OSError as exc:  # a folder, no permission...
-        raise UserError(f"cannot read the report {path}: {exc.strerror or exc}") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UserError(f"{path} is not a JSON report: {exc}") from None
+    report = read_json_file(path, "report")
     if not isinstance(report, dict) or not isinstance(report.get("kinds"), dict):
         raise UserError(f"{path} is not a `parafill eval` report (no 'kinds')")
     return report

@@ -150,7 +150,7 @@ CASES = {
     "report compare of a folder": (["report", "compare", "{dir}", str(REPORT)], "cannot read the report"),
     "report merge into a folder": (["report", "merge", str(REPORT), "--json", "{dir}"], "--json {dir} is a folder"),
     "bench --spans not numbers": (["bench", "--spans", "abc"], "--spans takes comma-separated whole numbers"),
-    "bench --replot missing": (["bench", "--replot", "{root}/nope.json", "--plots", "{root}/p"], "cannot read"),
+    "bench --replot missing": (["bench", "--replot", "{root}/nope.json", "--plots", "{root}/p"], "no report at"),
     "bench --replot not JSON": (["bench", "--replot", "{ok}", "--plots", "{root}/p"], "is not a JSON report"),
     "bench --json a folder": (["bench", "--json", "{dir}"], "--json {dir} is a folder"),
     "eval --tasks missing": (["eval", "--tasks", "{root}/nope.jsonl"], "cannot read --tasks"),

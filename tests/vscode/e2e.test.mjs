@@ -87,6 +87,17 @@ describe('parafill in VS Code (code-server + headless Chromium)', () => {
     await wb.press(`${CTRL}+W`); // the Settings editor
   };
 
+  // Done when the progress notification is gone and the explain output has not changed for a second.
+  const explanationFinished = async () => {
+    const running = page.locator('.notification-toast', { hasText: 'explaining' });
+    await waitFor(
+      async () => (await running.count()) === 0 && (await wb.outputQuietMs()) > 1000,
+      180_000,
+      'the explanation to finish',
+      100,
+    );
+  };
+
   before(async () => {
     assert.ok(fs.existsSync(VSIX), `${VSIX} is missing: run \`npm run build && npm run package\` in vscode-client`);
     fs.mkdirSync(ARTIFACTS, { recursive: true });
@@ -270,14 +281,7 @@ describe('parafill in VS Code (code-server + headless Chromium)', () => {
     await wb.takeOutputVersions();
     await wb.runCommand('parafill: Explain Selection');
     await waitFor(async () => (await wb.outputVersionCount()) > 0, 20_000, 'the explain output');
-    // Done when the progress notification is gone and the text has not changed for a second.
-    const running = page.locator('.notification-toast', { hasText: 'explaining' });
-    await waitFor(
-      async () => (await running.count()) === 0 && (await wb.outputQuietMs()) > 1000,
-      180_000,
-      'the explanation to finish',
-      100,
-    );
+    await explanationFinished();
     const header = '# Explain sample.py:1-6';
     const bodies = (await wb.takeOutputVersions()).filter((v) => v.text.replace(header, '').trim().length > 0);
     assert.ok(bodies.length > 0, 'no explanation text');
@@ -338,13 +342,7 @@ describe('parafill in VS Code (code-server + headless Chromium)', () => {
     await wb.runCommand('parafill: Explain Selection');
     await waitFor(() => wb.outputSays('# Explain sample.py:1-6'), 60_000, 'Explain to get a running server');
     notes.push(`explain during a restart: the server was there after ${Date.now() - asked} ms`);
-    const running = page.locator('.notification-toast', { hasText: 'explaining' });
-    await waitFor(
-      async () => (await running.count()) === 0 && (await wb.outputQuietMs()) > 1000,
-      180_000,
-      'the explanation to finish',
-      100,
-    );
+    await explanationFinished();
     const header = '# Explain sample.py:1-6';
     const last = (await wb.takeOutputVersions()).at(-1)?.text ?? '';
     const body = last.replace(header, '').trim();

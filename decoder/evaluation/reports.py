@@ -18,7 +18,9 @@ from dataclasses import dataclass
 # A difference counts as real when its 95% interval (about two paired standard errors) excludes zero.
 Z_95 = 1.96
 # How a report was made, besides its tasks: two reports that differ here measured different things.
-SETUP_KEYS = ("python", "dtype", "token_healing", "fallback_window", "heldout_files")
+SETUP_KEYS = ("python", "dtype", "token_healing", "fallback_window", "heldout_files", "task_allocation")
+# What a report written before a setup key existed did: compared as such, not skipped.
+SETUP_BEFORE_KEYS = {"task_allocation": "even"}
 
 
 class ReportMismatch(ValueError):
@@ -193,10 +195,12 @@ def _row(report: dict, kind: str, config: str) -> dict:
 
 def check_same_setup(a: dict, b: dict) -> None:
     """Raise ReportMismatch when two reports were made differently (Python and so its held-out files, dtype,
-    token healing, fallback window). A key an older report lacks is not checked."""
+    token healing, fallback window, how tasks are shared among files). A key an older report lacks is not
+    checked, unless SETUP_BEFORE_KEYS says what such reports did."""
     for key in SETUP_KEYS:
-        if key in a and key in b and a[key] != b[key]:
-            shown = f"{a[key]!r} vs {b[key]!r}" if key != "heldout_files" else "other held-out files"
+        first, second = a.get(key, SETUP_BEFORE_KEYS.get(key)), b.get(key, SETUP_BEFORE_KEYS.get(key))
+        if first is not None and second is not None and first != second:
+            shown = f"{first!r} vs {second!r}" if key != "heldout_files" else "other held-out files"
             raise ReportMismatch(f"the reports were made differently: {key} {shown}")
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import random
 import sysconfig
 from dataclasses import asdict, dataclass
@@ -79,12 +80,27 @@ def _window(text: str, cursor: int, end: int) -> tuple[str, str]:
     return prefix, suffix
 
 
+def _line_candidates(lines: list[str]) -> list[int]:
+    return [i for i, line in enumerate(lines) if _is_code_line(line) and len(line.strip()) <= 100]
+
+
+def _block_candidates(lines: list[str]) -> list[int]:
+    """Lines that open an indented block (the line before ends with ':')."""
+    candidates = []
+    for i in range(1, len(lines)):
+        line = lines[i]
+        indent = len(line) - len(line.lstrip())
+        if indent >= 4 and _is_code_line(line) and lines[i - 1].rstrip().endswith(":"):
+            candidates.append(i)
+    return candidates
+
+
 def line_tasks(file: HeldoutFile, per_file: int, seed: int = 0) -> list[InfillTask]:
     lines = file.text.split("\n")
     offsets = [0]
     for line in lines:
         offsets.append(offsets[-1] + len(line) + 1)
-    candidates = [i for i, line in enumerate(lines) if _is_code_line(line) and len(line.strip()) <= 100]
+    candidates = _line_candidates(lines)
     rng = _rng(file.name, seed)
     tasks = []
     for i in sorted(rng.sample(candidates, min(per_file, len(candidates)))):
@@ -106,12 +122,7 @@ def block_tasks(file: HeldoutFile, per_file: int, seed: int = 0, max_lines: int 
     offsets = [0]
     for line in lines:
         offsets.append(offsets[-1] + len(line) + 1)
-    candidates = []
-    for i in range(1, len(lines)):
-        line = lines[i]
-        indent = len(line) - len(line.lstrip())
-        if indent >= 4 and _is_code_line(line) and lines[i - 1].rstrip().endswith(":"):
-            candidates.append(i)
+    candidates = _block_candidates(lines)
     rng = _rng(file.name + ":block", seed)
     tasks = []
     for i in sorted(rng.sample(candidates, min(per_file, len(candidates)))):
@@ -129,25 +140,62 @@ def block_tasks(file: HeldoutFile, per_file: int, seed: int = 0, max_lines: int 
     return tasks
 
 
+# How the tasks of a kind are shared among the held-out files (recorded in every report).
+TASK_ALLOCATION = "sqrt"
+
+
+def allocate(capacities: dict[str, int], total: int) -> dict[str, int]:
+    """`total` tasks shared among files in proportion to the square root of how many each can give
+    (`capacities`), none above its capacity. An even split lets a 40-line codec module weigh as much as
+    the 3,000-line typing.py; a split in proportion to size hands a file of data (an entity table) a fifth
+    of the tasks; the square root sits between the two. Largest remainders, deterministic."""
+    quota = {name: 0 for name in capacities}
+    open_files = {name for name, cap in capacities.items() if cap > 0}
+    left = min(total, sum(capacities.values()))
+    while left > 0 and open_files:
+        weight = {name: math.sqrt(capacities[name]) for name in open_files}
+        scale = left / sum(weight.values())
+        full = {name for name in open_files if quota[name] + weight[name] * scale >= capacities[name]}
+        if full:  # these take all they have; the rest is shared again among the others
+            for name in full:
+                left -= capacities[name] - quota[name]
+                quota[name] = capacities[name]
+            open_files -= full
+            continue
+        shares = {name: weight[name] * scale for name in open_files}
+        for name, share in shares.items():
+            quota[name] += int(share)
+        rest = left - sum(int(share) for share in shares.values())
+        by_remainder = sorted(open_files, key=lambda name: (int(shares[name]) - shares[name], name))
+        for name in by_remainder[:rest]:
+            quota[name] += 1
+        break
+    return quota
+
+
 def build_tasks(files: list[HeldoutFile], kind: str, limit: int, seed: int = 0) -> list[InfillTask]:
-    """About `limit` tasks spread evenly over the files (deterministic for a given file set and seed)."""
-    per_file = max(1, -(-limit // max(1, len(files))))
+    """About `limit` tasks shared among the files by `allocate` (deterministic for a file set and seed)."""
+    candidates = _line_candidates if kind == "line" else _block_candidates
     make = line_tasks if kind == "line" else block_tasks
-    tasks = [t for f in files for t in make(f, per_file, seed)]
-    return _rng(kind, seed).sample(tasks, min(limit, len(tasks)))
+    quota = allocate({f.name: len(candidates(f.text.split("\n"))) for f in files}, limit)
+    tasks = [t for f in files for t in make(f, quota[f.name], seed)]
+    return _rng(kind, seed).sample(tasks, len(tasks))
 
 
 def explain_tasks(files: list[HeldoutFile], limit: int, seed: int = 0) -> list[ExplainTask]:
-    """About `limit` documented functions spread evenly over the files (deterministic)."""
-    per_file = max(1, -(-limit // max(1, len(files))))
-    tasks = []
-    for file in files:
-        pairs = [
+    """About `limit` documented functions shared among the files by `allocate` (deterministic)."""
+    pairs_of = {
+        file.name: [
             ExplainTask(f"{file.name}#{i}", code, doc.split("\n")[0])
             for i, (code, doc) in enumerate(explain_pairs(file.text))
         ]
-        tasks += _rng(file.name + ":explain", seed).sample(pairs, min(per_file, len(pairs)))
-    return _rng("explain", seed).sample(tasks, min(limit, len(tasks)))
+        for file in files
+    }
+    quota = allocate({name: len(pairs) for name, pairs in pairs_of.items()}, limit)
+    tasks = []
+    for name, pairs in pairs_of.items():
+        tasks += _rng(name + ":explain", seed).sample(pairs, quota[name])
+    return _rng("explain", seed).sample(tasks, len(tasks))
 
 
 def save_tasks(tasks: list[InfillTask], path: str | Path) -> None:

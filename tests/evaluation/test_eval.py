@@ -21,7 +21,15 @@ from decoder.evaluation.metrics import (
 )
 from decoder.evaluation.parallel import worker_threads
 from decoder.evaluation.runner import equal_shares
-from decoder.evaluation.tasks import HeldoutFile, block_tasks, explain_tasks, line_tasks, stdlib_heldout_files
+from decoder.evaluation.tasks import (
+    HeldoutFile,
+    allocate,
+    block_tasks,
+    build_tasks,
+    explain_tasks,
+    line_tasks,
+    stdlib_heldout_files,
+)
 from decoder.families import CAUSAL
 
 SOURCE = """import os
@@ -92,6 +100,25 @@ def test_explain_tasks_hide_the_docstring_and_ask_for_its_summary():
     assert [(t.name, t.target) for t in tasks] == [("walk.py#0", "Yield every file below root.")]
     assert tasks[0].code.startswith("def walk(root):\n    for name") and '"""' not in tasks[0].code
     assert explain_tasks([HeldoutFile("walk.py", documented)], 5) == tasks  # deterministic
+
+
+def test_tasks_are_shared_by_the_square_root_of_what_each_file_can_give():
+    quota = allocate({"big.py": 400, "small.py": 25, "tiny.py": 1, "empty.py": 0}, 50)
+    assert sum(quota.values()) == 50 and quota["empty.py"] == 0 and quota["tiny.py"] == 1
+    assert quota["big.py"] == 39 and quota["small.py"] == 10  # 20 : 5 (the square roots), after tiny's one
+    # A file with fewer than its share gives all it has; the rest goes to the others.
+    assert allocate({"a.py": 100, "b.py": 100, "c.py": 2}, 60) == {"a.py": 29, "b.py": 29, "c.py": 2}
+    assert allocate({"a.py": 3, "b.py": 4}, 100) == {"a.py": 3, "b.py": 4}  # fewer than asked: all of them
+    assert allocate({"a.py": 9, "b.py": 9}, 7) in ({"a.py": 4, "b.py": 3}, {"a.py": 3, "b.py": 4})
+
+
+def test_a_small_file_weighs_less_than_a_large_one_but_is_not_drowned():
+    small = HeldoutFile("small.py", SOURCE)
+    large = HeldoutFile("large.py", SOURCE * 16)
+    names = [t.name.split(":")[0] for t in build_tasks([small, large], "line", 20)]
+    assert len(names) == 20
+    assert 2 <= names.count("small.py") < names.count("large.py")
+    assert build_tasks([small, large], "line", 20) == build_tasks([small, large], "line", 20)  # deterministic
 
 
 def test_heldout_files_are_named_and_not_empty():

@@ -137,7 +137,13 @@ def test_regressions_hold_the_served_configuration_to_the_one_served_before(repo
 
 def test_reports_made_differently_or_missing_a_kind_are_not_judged(reports):
     old = reports["both"]
-    for key, value in (("dtype", "bfloat16"), ("token_healing", not old["token_healing"]), ("heldout_files", ["x"])):
+    changes = (
+        ("dtype", "bfloat16"),
+        ("token_healing", not old["token_healing"]),
+        ("heldout_files", ["x"]),
+        ("task_allocation", "even"),
+    )
+    for key, value in changes:
         other = {**copy.deepcopy(old), key: value}
         with pytest.raises(ReportMismatch, match=f"made differently: {key}"):
             regressions(old, other, "block B=8 t=0.5")
@@ -145,6 +151,10 @@ def test_reports_made_differently_or_missing_a_kind_are_not_judged(reports):
             compare_reports(old, other)
         with pytest.raises(ReportMismatch, match="made differently"):
             merge_reports([reports["line"], {**reports["block"], key: value}])
+    # A report from before tasks were shared by square root split them evenly: not comparable either.
+    written_before = {k: v for k, v in copy.deepcopy(old).items() if k != "task_allocation"}
+    with pytest.raises(ReportMismatch, match="task_allocation 'even' vs 'sqrt'"):
+        compare_reports(written_before, old)
     with pytest.raises(ReportMismatch, match="one report only"):  # unjudged would have meant not refused
         regressions(old, reports["line"], "block B=8 t=0.5")
     with pytest.raises(ReportMismatch, match="different models"):

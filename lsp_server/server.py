@@ -13,10 +13,12 @@ import json
 import logging
 import os
 import sys
+import threading
 from typing import Any
 
 from lsprotocol import types
 from pygls.exceptions import FeatureNotificationError, FeatureRequestError, JsonRpcParseError
+from pygls.io_ import run_async
 from pygls.lsp.server import LanguageServer
 
 from lsp_server import __version__
@@ -85,6 +87,39 @@ class ParafillServer(LanguageServer):
             log.warning("notification handler failed (%s: %s): still serving", type(error).__name__, error)
         else:
             log.warning("bad message (%s: %s): still serving", type(error).__name__, error)
+
+    def start_tcp(self, host: str, port: int) -> None:
+        """pygls's TCP server, serving one client. pygls points the protocol's writer at every new connection,
+        so a second client would take over the first one's answers; it is closed at once instead. (One
+        client per server, as over stdio: the documents, settings and model are that client's.)"""
+        self._stop_event = stop_event = threading.Event()
+        serving = False
+
+        async def serve_connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            nonlocal serving
+            if serving:
+                log.warning("a second client connected over TCP: closed (this server serves one client)")
+                writer.close()
+                return
+            serving = True
+            self.protocol.set_writer(writer)  # type: ignore[arg-type]
+            await run_async(
+                stop_event=stop_event,
+                reader=reader,
+                protocol=self.protocol,
+                logger=log,
+                error_handler=self.report_server_error,
+            )
+            self.shutdown()
+
+        async def serve() -> None:
+            self._server = await asyncio.start_server(serve_connection, host, port)
+            log.info("serving on %s:%s (TCP)", host, port)
+            async with self._server:
+                await self._server.serve_forever()
+
+        with contextlib.suppress(asyncio.CancelledError):
+            asyncio.run(serve())
 
     def exit_now(self) -> None:
         """`exit`: 0 after `shutdown`, else 1 (LSP). Leave at once rather than through interpreter teardown:

@@ -8,7 +8,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, NoReturn
 
 from lsp_server.errors import UserError
 
@@ -119,6 +119,19 @@ def _stdout_broken() -> bool:
         return True
 
 
+def _exit_at_once(code: int) -> NoReturn:
+    """Exit with `code` now. A Ctrl-C that lands while C code runs Python source (imports inside torch do)
+    marks the interrupt as unhandled in CPython even after we catch it, and the interpreter then kills itself
+    with SIGINT at exit (status -2 to a parent, not 130): os._exit skips that step."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
+
+
 def _fail(message: str, code: int) -> int:
     print(f"parafill: error: {message}", file=sys.stderr)
     return code
@@ -139,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         return 128 + 13
     except KeyboardInterrupt:
         print("parafill: interrupted", file=sys.stderr)
-        return 128 + 2
+        _exit_at_once(128 + 2)
     except OSError as exc:  # the system refused a write or a read: say which, without a traceback
         if exc.filename is None or _stdout_broken():  # no file named: the output stream refused a write
             _discard_stdout()

@@ -120,9 +120,9 @@ def _stdout_broken() -> bool:
 
 
 def _exit_at_once(code: int) -> NoReturn:
-    """Exit with `code` now. A Ctrl-C that lands while C code runs Python source (imports inside torch do)
-    marks the interrupt as unhandled in CPython even after we catch it, and the interpreter then kills itself
-    with SIGINT at exit (status -2 to a parent, not 130): os._exit skips that step."""
+    """Exit with `code` now. After some Ctrl-Cs during torch's imports the interpreter, though `main` caught the
+    interrupt, killed itself with SIGINT at exit (status -2 to a parent, not 130; our reading: CPython had marked
+    the interrupt unhandled while C code ran Python source): os._exit skips that step."""
     for stream in (sys.stdout, sys.stderr):
         try:
             if stream is not None:

@@ -1,5 +1,6 @@
-// The extension's modules that do not need VS Code (src/paths.ts, src/serverCommand.ts), bundled with esbuild
-// and run on the real file system: path settings as users write them, the server command, start-failure text.
+// The extension's modules that do not need VS Code (src/paths.ts, src/serverCommand.ts, src/statusView.ts),
+// bundled with esbuild and run on the real file system: path settings as users write them, the server command,
+// start-failure text, what the status bar item shows.
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
@@ -13,6 +14,7 @@ const esbuild = requireClientDep('esbuild');
 let tmp;
 let paths;
 let serverCommand;
+let statusView;
 
 before(async () => {
   tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'parafill-client-units-'));
@@ -30,6 +32,7 @@ before(async () => {
   };
   paths = await load('paths');
   serverCommand = await load('serverCommand');
+  statusView = await load('statusView');
 });
 
 after(() => fs.rmSync(tmp, { recursive: true, force: true }));
@@ -127,5 +130,64 @@ describe('start-failure text (src/serverCommand.ts)', () => {
       'parafill CRITICAL a: c',
       'plain',
     ]);
+  });
+});
+
+describe('status bar item (src/statusView.ts)', () => {
+  const base = {
+    state: 'running',
+    detail: '',
+    enabled: true,
+    model: 'default',
+    device: 'cpu',
+    modelState: 'ready',
+    modelError: undefined,
+    lastLatencyMs: undefined,
+  };
+  const view = (changes) => statusView.statusView({ ...base, ...changes });
+  const icon = (v) => v.text.match(/^\$\(([^)]+)\)/)?.[1];
+
+  test('a running server whose model is not reported yet is not shown ready', () => {
+    const checking = view({ modelState: 'checking' });
+    assert.equal(icon(checking), 'loading~spin');
+    assert.equal(checking.command, 'parafill.showLog');
+    assert.match(checking.tooltip, /Checking the model/);
+    assert.equal(icon(view({ modelState: 'loading' })), 'loading~spin');
+    const ready = view({ lastLatencyMs: 41.6 });
+    assert.equal(icon(ready), 'sparkle');
+    assert.equal(ready.text, '$(sparkle) parafill default · 42 ms');
+    assert.equal(ready.command, 'parafill.toggle');
+    assert.equal(ready.ariaLabel, 'parafill on, server running, model ready');
+    // A server that does not report its model (undefined) can only be taken at its word.
+    assert.equal(icon(view({ modelState: undefined })), 'sparkle');
+  });
+
+  test('"off" shows at once whatever the server and model are doing; a click turns it on again', () => {
+    for (const changes of [{}, { modelState: 'checking' }, { modelState: 'loading' }, { state: 'starting', modelState: undefined }, { modelState: 'failed' }]) {
+      const off = view({ ...changes, enabled: false });
+      assert.equal(icon(off), 'circle-slash', JSON.stringify(changes));
+      assert.equal(off.command, 'parafill.toggle', JSON.stringify(changes));
+      assert.match(off.ariaLabel, /^parafill off,/);
+    }
+    assert.match(view({ enabled: false, modelState: 'loading' }).tooltip, /\(loading\)/, 'the tooltip still tells the model state');
+  });
+
+  test('a server that cannot run outranks everything; a failed model gives the setting to fix', () => {
+    const failed = view({ state: 'failed', detail: 'server not found', modelState: undefined, enabled: false });
+    assert.equal(icon(failed), 'error');
+    assert.equal(failed.background, 'error');
+    assert.equal(failed.command, 'parafill.showLog');
+    assert.match(failed.tooltip, /Server: failed \(server not found\)/);
+    const noModel = view({ modelState: 'failed', modelError: 'no config.json in /m' });
+    assert.equal(icon(noModel), 'warning');
+    assert.equal(noModel.background, 'warning');
+    assert.match(noModel.tooltip, /Error: no config\.json in \/m/);
+    assert.match(noModel.tooltip, /fix "parafill\.model"/);
+  });
+
+  test('the model label is the folder the server loaded, trailing separators ignored', () => {
+    assert.equal(statusView.modelLabelOf('/home/u/models/tiny/'), 'tiny');
+    assert.equal(statusView.modelLabelOf('/home/u/models/tiny'), 'tiny');
+    assert.equal(statusView.modelLabelOf('/'), '/');
   });
 });

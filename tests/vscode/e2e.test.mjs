@@ -373,16 +373,48 @@ describe('parafill in VS Code (code-server + headless Chromium)', () => {
 
   test('clicking the status bar item turns inline completions off, and on again', async () => {
     await waitFor(async () => (await wb.statusIcon()) === 'codicon-sparkle', 20_000, 'the status bar to show on');
-    await wb.statusItem().click();
-    await waitFor(async () => (await wb.statusIcon()) === 'codicon-circle-slash', 10_000, 'the status bar to show off');
-    assert.equal(server.readSettings()?.['parafill.enable'], false);
+    await clickStatusToTurn(false);
     await wb.focusEditor();
     await wb.press(`${CTRL}+End`, 'Enter');
     assert.equal(await wb.typeAndTime('off = add', 4000), undefined, 'ghost text while turned off');
-    await wb.statusItem().click();
-    await waitFor(async () => (await wb.statusIcon()) === 'codicon-sparkle', 10_000, 'the status bar to show on');
-    assert.equal(server.readSettings()?.['parafill.enable'], true);
+    await clickStatusToTurn(true);
   });
+
+  /**
+   * Click the status bar item to turn completions on or off; the icon must follow at once (src/statusView.ts) and
+   * settings.json must hold the value. A click that did not reach the toggle command (no log line, no setting
+   * written, icon unchanged) is tried again, and the log says so. Why: in 1 CI run and 1 of 6 runs here the icon
+   * had not changed 10 s after a click, with no more to go on; these lines tell the two causes apart next time.
+   * A command that ran but left the icon or settings.json unchanged fails.
+   */
+  async function clickStatusToTurn(enabled) {
+    const word = enabled ? 'on' : 'off';
+    const icon = enabled ? 'codicon-sparkle' : 'codicon-circle-slash';
+    const requests = () => server.extensionLogLines(`turning inline completions ${word}`).length;
+    const before = requests();
+    const reached = async () =>
+      requests() > before || server.readSettings()?.['parafill.enable'] === enabled || (await wb.statusIcon()) === icon;
+    const state = async () =>
+      `status ${JSON.stringify(await wb.statusText())} (${await wb.statusIcon()}), parafill.enable = ` +
+      `${server.readSettings()?.['parafill.enable']}, notifications ${JSON.stringify(await wb.page.locator('.notification-list-item').allInnerTexts())}`;
+    for (let attempt = 1; ; attempt++) {
+      await wb.statusItem().click();
+      if (await waitFor(reached, 3_000, 'the toggle command', 100).catch(() => false)) {
+        if (attempt > 1) {
+          console.log(`the status bar click turned completions ${word} at attempt ${attempt}`);
+        }
+        break;
+      }
+      if (attempt === 3) {
+        throw new Error(`3 clicks on the status bar item did not reach the toggle command: ${await state()}\n${server.extensionLog()}`);
+      }
+      console.log(`the status bar click did not reach the toggle command (attempt ${attempt}): ${await state()}`);
+    }
+    await waitFor(async () => (await wb.statusIcon()) === icon, 10_000, `the status bar to show ${word}`).catch(async (err) => {
+      throw new Error(`${err.message}: ${await state()}\n${server.extensionLog()}`);
+    });
+    await waitFor(() => server.readSettings()?.['parafill.enable'] === enabled, 10_000, `parafill.enable = ${enabled} in settings.json`);
+  }
 
   test('a crashed server is restarted with the current settings and completions come back', async () => {
     // A fresh copy of the test file and the lines of the latency test: with greedy decoding the new server

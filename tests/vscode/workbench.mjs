@@ -163,7 +163,10 @@ export class Workbench {
     );
   }
 
-  /** The codicon of the parafill status bar item: sparkle = server running, model ready, completions on. */
+  /**
+   * The codicon of the parafill status bar item (src/statusView.ts): sparkle = server running, model reported
+   * ready, completions on; circle-slash = off; loading~spin = server starting or model not ready yet.
+   */
   async statusIcon() {
     return this.page.evaluate(() => {
       const item = [...document.querySelectorAll('.statusbar-item')].find((e) => (e.textContent ?? '').includes('parafill'));

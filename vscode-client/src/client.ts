@@ -314,10 +314,17 @@ export class ParafillClient implements vscode.Disposable {
         const stats = await client.sendRequest<{ model?: ModelStatus }>(STATS_REQUEST, {});
         model = stats?.model;
       } catch {
-        return; // not supported, or the server went away
+        if (!stale()) {
+          this.status.setModelUnreported(); // not supported (a server that went away is no longer running)
+        }
+        return;
       }
-      if (!model || stale()) {
-        return; // no model part, or a newer watch took over while this request was in flight
+      if (stale()) {
+        return; // a newer watch took over while this request was in flight
+      }
+      if (!model) {
+        this.status.setModelUnreported(); // a stats answer without the model part
+        return;
       }
       this.status.setModelState(model.state, model.error ?? undefined, model.folder, model.device);
       const idle = model.state === 'idle';

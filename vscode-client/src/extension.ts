@@ -22,7 +22,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ expl
     parafill,
     explain,
     vscode.commands.registerCommand('parafill.explainSelection', () => explain.explainSelection()),
-    vscode.commands.registerCommand('parafill.toggle', () => settings.setEnabled(!settings.isEnabled())),
+    vscode.commands.registerCommand('parafill.toggle', () => toggle(log)),
     vscode.commands.registerCommand('parafill.restartServer', () => parafill?.restart()),
     vscode.commands.registerCommand('parafill.showLog', () => log.show()),
     vscode.workspace.onDidChangeConfiguration(async (event) => {
@@ -44,6 +44,19 @@ export async function activate(context: vscode.ExtensionContext): Promise<{ expl
 
   void parafill.start(); // not awaited: importing torch takes seconds, activation should not
   return { explainSelection: () => explain.explainSelection() };
+}
+
+/** Turn inline completions off or on (status bar click or command), saying so in the log; a failed write is shown. */
+async function toggle(log: vscode.LogOutputChannel): Promise<void> {
+  const enable = !settings.isEnabled();
+  const what = `inline completions ${enable ? 'on' : 'off'}`;
+  log.info(`turning ${what}`);
+  try {
+    await settings.setEnabled(enable);
+  } catch (err) {
+    log.error(`could not turn ${what}: ${String(err)}`);
+    void vscode.window.showErrorMessage(`parafill: could not turn ${what}: ${err instanceof Error ? err.message : String(err)}`);
+  }
 }
 
 /** For the editor context menu's `when` (package.json): Explain only in the languages the server gets. */

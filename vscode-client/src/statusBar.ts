@@ -1,10 +1,9 @@
 // The status bar item: model, last completion latency, on/off toggle (click), server and model state.
-import * as path from 'node:path';
+// What it shows is decided in statusView.ts; this class holds the state and puts the view on the item.
 import * as vscode from 'vscode';
+import { type ModelState, type ModelView, type ServerState, modelLabelOf, statusView } from './statusView';
 
-export type ServerState = 'starting' | 'running' | 'stopped' | 'failed';
-/** The model's state as the server reports it in `parafill/stats`. */
-export type ModelState = 'idle' | 'loading' | 'ready' | 'failed';
+export type { ModelState, ServerState } from './statusView';
 
 export class StatusBar implements vscode.Disposable {
   private readonly item: vscode.StatusBarItem;
@@ -13,7 +12,7 @@ export class StatusBar implements vscode.Disposable {
   private enabled = true;
   private model = 'default';
   private device = '';
-  private modelState: ModelState | undefined;
+  private modelState: ModelView;
   private modelError: string | undefined;
   private lastLatencyMs: number | undefined;
 
@@ -24,12 +23,12 @@ export class StatusBar implements vscode.Disposable {
     this.item.show();
   }
 
+  /** A running server's model is `checking` until the server reports it (or turns out not to). */
   setState(state: ServerState, detail = ''): void {
     this.state = state;
     this.detail = detail;
-    if (state !== 'running') {
-      this.modelState = undefined;
-    }
+    this.modelState = state === 'running' ? 'checking' : undefined;
+    this.modelError = undefined;
     this.render();
   }
 
@@ -50,12 +49,20 @@ export class StatusBar implements vscode.Disposable {
     this.modelState = state;
     this.modelError = error;
     if (folder) {
-      this.model = path.basename(folder.replace(/[/\\]+$/, '')) || folder;
+      this.model = modelLabelOf(folder);
     }
     if (device) {
       this.device = device;
     }
     this.render();
+  }
+
+  /** The server does not answer `parafill/stats` (another server, a remote one): its model state stays unknown. */
+  setModelUnreported(): void {
+    if (this.modelState === 'checking') {
+      this.modelState = undefined;
+      this.render();
+    }
   }
 
   setLatency(ms: number): void {
@@ -64,46 +71,22 @@ export class StatusBar implements vscode.Disposable {
   }
 
   private render(): void {
-    const latency = this.lastLatencyMs === undefined ? '' : `${Math.round(this.lastLatencyMs)} ms`;
-    const tip = new vscode.MarkdownString(undefined, true);
-    tip.appendMarkdown('**parafill** inline completions\n\n');
-    tip.appendMarkdown(`- Model: \`${this.model}\`${this.device ? ` on ${this.device}` : ''}`);
-    tip.appendMarkdown(`${this.modelState ? ` (${this.modelState})` : ''}\n`);
-    if (this.modelError) {
-      tip.appendMarkdown(`- Error: ${this.modelError}\n`);
-    }
-    tip.appendMarkdown(`- Last completion: ${latency || 'none yet'}\n`);
-    tip.appendMarkdown(`- Server: ${this.state}${this.detail ? ` (${this.detail})` : ''}\n\n`);
-    this.item.backgroundColor = undefined;
-    let text: string;
-    if (this.state === 'failed') {
-      text = '$(error) parafill';
-      this.item.backgroundColor = new vscode.ThemeColor('statusBarItem.errorBackground');
-      this.item.command = 'parafill.showLog';
-      tip.appendMarkdown('Click to show the server log.');
-    } else if (this.state === 'starting' || this.modelState === 'loading') {
-      text = `$(loading~spin) parafill ${this.model}`;
-      this.item.command = 'parafill.showLog';
-      tip.appendMarkdown(this.state === 'starting' ? 'Starting the server…' : 'Loading the model…');
-    } else if (this.modelState === 'failed') {
-      text = `$(warning) parafill ${this.model}`;
-      this.item.backgroundColor = new vscode.ThemeColor('statusBarItem.warningBackground');
-      this.item.command = 'parafill.showLog';
-      tip.appendMarkdown('The model did not load: fix "parafill.model" or "parafill.device". Click to show the log.');
-    } else if (!this.enabled) {
-      text = '$(circle-slash) parafill off';
-      this.item.command = 'parafill.toggle';
-      tip.appendMarkdown('Click to turn inline completions on.');
-    } else {
-      text = `$(sparkle) parafill ${this.model}${latency ? ` · ${latency}` : ''}`;
-      this.item.command = 'parafill.toggle';
-      tip.appendMarkdown('Click to turn inline completions off.');
-    }
-    this.item.text = text;
-    this.item.tooltip = tip;
-    this.item.accessibilityInformation = {
-      label: `parafill ${this.enabled ? 'on' : 'off'}, server ${this.state}${this.modelState ? `, model ${this.modelState}` : ''}`,
-    };
+    const view = statusView({
+      state: this.state,
+      detail: this.detail,
+      enabled: this.enabled,
+      model: this.model,
+      device: this.device,
+      modelState: this.modelState,
+      modelError: this.modelError,
+      lastLatencyMs: this.lastLatencyMs,
+    });
+    this.item.text = view.text;
+    this.item.command = view.command;
+    this.item.backgroundColor =
+      view.background === undefined ? undefined : new vscode.ThemeColor(`statusBarItem.${view.background}Background`);
+    this.item.tooltip = new vscode.MarkdownString(view.tooltip, true);
+    this.item.accessibilityInformation = { label: view.ariaLabel };
   }
 
   dispose(): void {

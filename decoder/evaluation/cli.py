@@ -16,7 +16,14 @@ from decoder.evaluation.parallel import RowJob, run_rows
 from decoder.evaluation.plots import plot_confidence_coverage, plot_quality_vs_parallelism
 from decoder.evaluation.reports import report_json
 from decoder.evaluation.runner import DecodeConfig, bits_per_byte
-from decoder.evaluation.tasks import TASK_ALLOCATION, build_tasks, explain_tasks, load_tasks, stdlib_heldout_files
+from decoder.evaluation.tasks import (
+    TASK_ALLOCATION,
+    TASK_LINES,
+    build_tasks,
+    explain_tasks,
+    load_tasks,
+    stdlib_heldout_files,
+)
 from decoder.families import CAUSAL
 
 MAX_NEW_TOKENS = {"line": 48, "block": 128, "explain": 128}  # per task kind: room for its longest targets
@@ -86,6 +93,7 @@ def run_eval(
         "dtype": str(getattr(engine, "dtype", "")).removeprefix("torch."),
         "heldout_files": [f.name for f in files],
         "task_allocation": TASK_ALLOCATION,
+        "task_lines": TASK_LINES,
         "edit_similarity": "1 - Levenshtein(prediction, target) / max(len), stripped",
         "exact_match": "prediction.split() == target.split()",
         "explain_target": "explain tasks: the explanation's first non-empty line against the docstring's first line",

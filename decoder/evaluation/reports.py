@@ -18,9 +18,9 @@ from dataclasses import dataclass
 # A difference counts as real when its 95% interval (about two paired standard errors) excludes zero.
 Z_95 = 1.96
 # How a report was made, besides its tasks: two reports that differ here measured different things.
-SETUP_KEYS = ("python", "dtype", "token_healing", "fallback_window", "heldout_files", "task_allocation")
+SETUP_KEYS = ("python", "dtype", "token_healing", "fallback_window", "heldout_files", "task_allocation", "task_lines")
 # What a report written before a setup key existed did: compared as such, not skipped.
-SETUP_BEFORE_KEYS = {"task_allocation": "even"}
+SETUP_BEFORE_KEYS = {"task_allocation": "even", "task_lines": "code lines; literal tables included"}
 
 
 class ReportMismatch(ValueError):

@@ -6,10 +6,12 @@
 The suffix given to the model is the text after the target, as in an editor.
 - explain: a documented function with its docstring taken out (as training's explain examples); the
   target is the docstring's summary line, to compare with the explanation's first line.
+Line and block tasks are cut from code only: the lines of a literal table (`literal_table_lines`) are left out.
 """
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import math
@@ -80,17 +82,54 @@ def _window(text: str, cursor: int, end: int) -> tuple[str, str]:
     return prefix, suffix
 
 
+# A literal (dict, list, tuple, set of constants) spanning this many lines or more is a table of data.
+LITERAL_TABLE_LINES = 10
+# How line and block task positions are chosen (recorded in every report, as TASK_ALLOCATION is).
+TASK_LINES = f"code lines; literal tables of {LITERAL_TABLE_LINES}+ lines left out"
+
+
+def _is_literal(node: ast.AST) -> bool:
+    if isinstance(node, ast.Constant):
+        return True
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
+        return _is_literal(node.operand)
+    if isinstance(node, ast.List | ast.Tuple | ast.Set):
+        return all(_is_literal(e) for e in node.elts)
+    if isinstance(node, ast.Dict):
+        return all(k is not None and _is_literal(k) for k in node.keys) and all(_is_literal(v) for v in node.values)
+    return False
+
+
+def literal_table_lines(text: str) -> set[int]:
+    """0-based lines inside literal tables: html/entities.py's 2,000-line entity dict, a codec's character
+    map. Completing them is recalling data, not writing code: once made tasks, the entity table alone gave 18%
+    of the rest-of-line tasks (54 of 300). A file that does not parse keeps all its lines."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return set()
+    lines: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Dict | ast.List | ast.Tuple | ast.Set):  # a long string is prose, not a table
+            span = node.end_lineno - node.lineno + 1 if node.end_lineno else 1
+            if span >= LITERAL_TABLE_LINES and _is_literal(node):
+                lines.update(range(node.lineno - 1, node.end_lineno))
+    return lines
+
+
 def _line_candidates(lines: list[str]) -> list[int]:
-    return [i for i, line in enumerate(lines) if _is_code_line(line) and len(line.strip()) <= 100]
+    tables = literal_table_lines("\n".join(lines))
+    return [i for i, line in enumerate(lines) if i not in tables and _is_code_line(line) and len(line.strip()) <= 100]
 
 
 def _block_candidates(lines: list[str]) -> list[int]:
     """Lines that open an indented block (the line before ends with ':')."""
+    tables = literal_table_lines("\n".join(lines))
     candidates = []
     for i in range(1, len(lines)):
         line = lines[i]
         indent = len(line) - len(line.lstrip())
-        if indent >= 4 and _is_code_line(line) and lines[i - 1].rstrip().endswith(":"):
+        if i not in tables and indent >= 4 and _is_code_line(line) and lines[i - 1].rstrip().endswith(":"):
             candidates.append(i)
     return candidates
 

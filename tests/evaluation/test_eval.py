@@ -28,6 +28,7 @@ from decoder.evaluation.tasks import (
     build_tasks,
     explain_tasks,
     line_tasks,
+    literal_table_lines,
     stdlib_heldout_files,
 )
 from decoder.families import CAUSAL
@@ -119,6 +120,28 @@ def test_a_small_file_weighs_less_than_a_large_one_but_is_not_drowned():
     assert len(names) == 20
     assert 2 <= names.count("small.py") < names.count("large.py")
     assert build_tasks([small, large], "line", 20) == build_tasks([small, large], "line", 20)  # deterministic
+
+
+TABLE = "CODES = {\n" + "".join(f"    'k{i}': 0x{i:04x},\n" for i in range(12)) + "}\n"
+SHORT_TABLE = "PAIR = {\n    'a': 1,\n    'b': -2,\n}\n"
+COMPUTED = "NAMES = [\n" + "".join(f"    str({i}),\n" for i in range(12)) + "]\n"
+PROSE = 'HELP = """\n' + "".join(f"line {i} of the help text\n" for i in range(12)) + '"""\n'
+
+
+def test_lines_of_literal_tables_are_not_tasks():
+    text = SOURCE + TABLE + SHORT_TABLE + COMPUTED + PROSE
+    lines = text.split("\n")
+    table_start = SOURCE.count("\n")
+    # The 14 lines of the 12-entry table; not the short table, the list of calls, or the long string.
+    assert literal_table_lines(text) == set(range(table_start, table_start + 14))
+    assert literal_table_lines("x = (\n") == set()  # does not parse: nothing left out
+    f = HeldoutFile("tables.py", text)
+    cut = line_tasks(f, 1000) + block_tasks(f, 1000)
+    assert cut and not [
+        t for t in cut if t.name.split(":")[1] in {str(i + 1) for i in range(table_start, table_start + 14)}
+    ]
+    assert any("str(" in t.prefix.split("\n")[-1] + t.target for t in line_tasks(f, 1000)), "computed list kept"
+    assert lines[table_start] == "CODES = {"
 
 
 def test_heldout_files_are_named_and_not_empty():

@@ -142,6 +142,7 @@ def test_reports_made_differently_or_missing_a_kind_are_not_judged(reports):
         ("token_healing", not old["token_healing"]),
         ("heldout_files", ["x"]),
         ("task_allocation", "even"),
+        ("task_lines", "code lines; literal tables included"),
     )
     for key, value in changes:
         other = {**copy.deepcopy(old), key: value}
@@ -155,6 +156,10 @@ def test_reports_made_differently_or_missing_a_kind_are_not_judged(reports):
     written_before = {k: v for k, v in copy.deepcopy(old).items() if k != "task_allocation"}
     with pytest.raises(ReportMismatch, match="task_allocation 'even' vs 'sqrt'"):
         compare_reports(written_before, old)
+    # Nor is one from before literal tables were left out of the line and block tasks.
+    with_tables = {k: v for k, v in copy.deepcopy(old).items() if k != "task_lines"}
+    with pytest.raises(ReportMismatch, match="task_lines 'code lines; literal tables included' vs 'code lines;"):
+        compare_reports(with_tables, old)
     with pytest.raises(ReportMismatch, match="one report only"):  # unjudged would have meant not refused
         regressions(old, reports["line"], "block B=8 t=0.5")
     with pytest.raises(ReportMismatch, match="different models"):

@@ -120,6 +120,8 @@ def build_corpus(
         "build_seconds": round(time.time() - t0, 1),
     }
     (out / "shards.json").write_text(json.dumps(meta, indent=2) + "\n")
+    # Said last, and only once shards.json (what `parafill train` checks for) is written.
+    log(f"corpus ready in {out} ({meta['build_seconds']:.0f}s): parafill train --corpus {out}")
     return meta
 
 

@@ -49,5 +49,7 @@ def tiny_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
     src = write_tree(tmp_path_factory.mktemp("src"))
     out = tmp_path_factory.mktemp("corpus")
     # pkg0 is forced into validation so the tiny corpus always has a val split.
-    build_corpus(out, roots=[], folders=[src], vocab_size=400, holdout=frozenset({"pkg0"}), log=lambda _m: None)
+    messages: list[str] = []
+    build_corpus(out, roots=[], folders=[src], vocab_size=400, holdout=frozenset({"pkg0"}), log=messages.append)
+    (out.parent / f"{out.name}.log").write_text("\n".join(messages) + "\n")  # beside the corpus, not in it
     return out

@@ -114,6 +114,11 @@ def test_built_corpus_has_shards_tokenizer_and_heldout(tiny_corpus: Path) -> Non
     # Round trip: the shard decodes back to the source text.
     first_doc = train[: int(np.flatnonzero(train == 0)[0])]
     assert "def " in tok.decode(first_doc.tolist())
+    # The build's last word says the corpus is ready, and names the command that trains on it.
+    last = (tiny_corpus.parent / f"{tiny_corpus.name}.log").read_text().strip().split("\n")[-1]
+    assert last.startswith(f"corpus ready in {tiny_corpus} (") and last.endswith(
+        f"parafill train --corpus {tiny_corpus}"
+    )
 
 
 def test_heldout_entries_resolve_on_this_machine(tiny_corpus: Path, tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ import statistics
 
 import pytest
 
-from decoder.evaluation.threshold_choice import MARGINS, choose_threshold, worst_case_loss
+from decoder.evaluation.threshold_choice import MARGINS, choose_threshold, margin, worst_case_loss
 from decoder.families import CAUSAL
 
 TASKS = 200
@@ -87,6 +87,23 @@ def test_a_small_loss_on_every_task_is_measured_as_such_but_a_noisy_one_is_not_t
     assert 0.015 < MARGINS["edit_similarity"] < worst_case_loss(noisy, strict(), "edit_similarity")
     assert choose_threshold(report([strict(), steady], [strict(), steady]), 8).threshold == 0.5
     assert choose_threshold(report([strict(), noisy], [strict(), steady]), 8).threshold == 0.9
+
+
+def test_a_weak_model_may_lose_only_a_twentieth_of_its_edit_similarity() -> None:
+    # The shipped model's level (0.18): a steady 0.012 loss is inside the 0.02 but more than 5% of what it has.
+    weak = [s * 0.3 for s in BASE_ES]
+    ref = row(0.9, weak, BASE_EM, 1.0)
+    assert margin("edit_similarity", ref) == pytest.approx(0.05 * statistics.fmean(weak))
+    assert margin("edit_similarity", ref) < 0.01
+    assert margin("edit_similarity", strict()) == MARGINS["edit_similarity"]  # a model at 0.6 keeps the 0.02
+    assert margin("exact_match", ref) == MARGINS["exact_match"]
+    small = row(0.5, [s - 0.005 for s in weak], BASE_EM, 1.3)
+    large = row(0.3, [s - 0.012 for s in weak], BASE_EM, 1.6)
+    choice = choose_threshold(report([ref, small, large], [ref, small, large]), 8)
+    assert choice.threshold == 0.5 and "at most 5% of t=0.9's own" in choice.reason
+    # The same 0.012 on a model at 0.6 is within its margin.
+    same_loss = [strict(), row(0.3, es_loss(0.012), BASE_EM, 1.6)]
+    assert choose_threshold(report(same_loss, same_loss), 8).threshold == 0.3
 
 
 def test_pairing_is_what_lets_a_faster_threshold_through() -> None:

@@ -383,7 +383,7 @@ describe('parafill in VS Code (code-server + headless Chromium)', () => {
   /**
    * Click the status bar item to turn completions on or off; the icon must follow at once (src/statusView.ts) and
    * settings.json must hold the value. A click that did not reach the toggle command (no log line, no setting
-   * written, icon unchanged) is tried again, and the log says so. Why: in 1 CI run and 1 of 6 runs here the icon
+   * written, icon unchanged) is tried again, and the log says so. Why: in 1 CI run and 1 of 7 runs here the icon
    * had not changed 10 s after a click, with no more to go on; these lines tell the two causes apart next time.
    * A command that ran but left the icon or settings.json unchanged fails.
    */

@@ -109,7 +109,7 @@ def _run(argv: list[str]) -> int:
     return _command_function(args.command, SUBCOMMANDS[args.command].run)(args)
 
 
-def _exit_on_interrupt(signum: int, frame: object) -> None:
+def _exit_on_interrupt(signum: int, frame: object) -> NoReturn:
     _exit_at_once(128 + signal.SIGINT, "parafill: interrupted")
 
 

@@ -1,20 +1,23 @@
 // The status bar item: model, last completion latency, on/off toggle (click), server and model state.
 // What it shows is decided in statusView.ts; this class holds the state and puts the view on the item.
 import * as vscode from 'vscode';
-import { type ModelState, type ModelView, type ServerState, modelLabelOf, statusView } from './statusView';
+import { type ModelState, type ServerState, type StatusInput, modelLabelOf, statusView } from './statusView';
 
 export type { ModelState, ServerState } from './statusView';
 
 export class StatusBar implements vscode.Disposable {
   private readonly item: vscode.StatusBarItem;
-  private state: ServerState = 'stopped';
-  private detail = '';
-  private enabled = true;
-  private model = 'default';
-  private device = '';
-  private modelState: ModelView;
-  private modelError: string | undefined;
-  private lastLatencyMs: number | undefined;
+  /** Everything the item shows, as statusView() takes it. */
+  private readonly shown: StatusInput = {
+    state: 'stopped',
+    detail: '',
+    enabled: true,
+    model: 'default',
+    device: '',
+    modelState: undefined,
+    modelError: undefined,
+    lastLatencyMs: undefined,
+  };
 
   constructor() {
     this.item = vscode.window.createStatusBarItem('parafill.status', vscode.StatusBarAlignment.Right, 100);
@@ -25,62 +28,50 @@ export class StatusBar implements vscode.Disposable {
 
   /** A running server's model is `checking` until the server reports it (or turns out not to). */
   setState(state: ServerState, detail = ''): void {
-    this.state = state;
-    this.detail = detail;
-    this.modelState = state === 'running' ? 'checking' : undefined;
-    this.modelError = undefined;
+    const modelState = state === 'running' ? 'checking' : undefined;
+    Object.assign(this.shown, { state, detail, modelState, modelError: undefined });
     this.render();
   }
 
   setEnabled(enabled: boolean): void {
-    this.enabled = enabled;
+    this.shown.enabled = enabled;
     this.render();
   }
 
   /** From the settings, before the server says more. */
   setModel(model: string, device = ''): void {
-    this.model = model;
-    this.device = device;
+    Object.assign(this.shown, { model, device });
     this.render();
   }
 
   /** From the server: the model's state, and the folder and device it really uses. */
   setModelState(state: ModelState, error?: string, folder?: string, device?: string): void {
-    this.modelState = state;
-    this.modelError = error;
+    this.shown.modelState = state;
+    this.shown.modelError = error;
     if (folder) {
-      this.model = modelLabelOf(folder);
+      this.shown.model = modelLabelOf(folder);
     }
     if (device) {
-      this.device = device;
+      this.shown.device = device;
     }
     this.render();
   }
 
   /** The server does not answer `parafill/stats` (another server, a remote one): its model state stays unknown. */
   setModelUnreported(): void {
-    if (this.modelState === 'checking') {
-      this.modelState = undefined;
+    if (this.shown.modelState === 'checking') {
+      this.shown.modelState = undefined;
       this.render();
     }
   }
 
   setLatency(ms: number): void {
-    this.lastLatencyMs = ms;
+    this.shown.lastLatencyMs = ms;
     this.render();
   }
 
   private render(): void {
-    const view = statusView({
-      state: this.state,
-      detail: this.detail,
-      enabled: this.enabled,
-      model: this.model,
-      device: this.device,
-      modelState: this.modelState,
-      modelError: this.modelError,
-      lastLatencyMs: this.lastLatencyMs,
-    });
+    const view = statusView(this.shown);
     this.item.text = view.text;
     this.item.command = view.command;
     this.item.backgroundColor =

@@ -96,6 +96,7 @@ def run_eval(
         "task_lines": TASK_LINES,
         "edit_similarity": "1 - Levenshtein(prediction, target) / max(len), stripped",
         "exact_match": "prediction.split() == target.split()",
+        "stutter": "the prediction has more words followed on their line by the same word than the target",
         "explain_target": "explain tasks: the explanation's first non-empty line against the docstring's first line",
         "latency": "one cold request per task (prefix cache cleared): prefill and decoding",
         "token_healing": not args.no_healing,
@@ -149,6 +150,7 @@ def _format_row(kind: str, row: dict) -> str:
         f"{'' if em_se is None else f' ±{em_se * 100:.1f}'}  ES {row['edit_similarity']:.3f}"
         f"{'' if se is None else f' ±{se:.3f}'}  "
         f"tok/fwd {row['tokens_per_forward']:.2f}  AR-ness {'-' if arness is None else f'{arness:.2f}'}  "
+        f"stutter {row.get('stutter_rate') or 0.0:.1%}  "
         f"p50 {row['latency_ms_p50']:.0f} ms"
     )
 

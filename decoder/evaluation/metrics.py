@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 from rapidfuzz.distance import Levenshtein
 
@@ -15,6 +16,23 @@ def exact_match(prediction: str, target: str) -> bool:
 def edit_similarity(prediction: str, target: str) -> float:
     """1 - Levenshtein(prediction, target) / max(len): 1.0 is identical, 0.0 shares nothing."""
     return Levenshtein.normalized_similarity(prediction.strip(), target.strip())
+
+
+# A word followed, on the same line, by itself: "in in", "line line". Python's grammar has almost no place for
+# that (`not not x` is the rare exception), so it is the mark of parallel decoding's own failure: two positions
+# committed in one step, each sure of the same token, neither seeing the other's choice.
+_STUTTER = re.compile(r"\b(\w+)(?=[ \t]+\1\b)")
+
+
+def stutters(text: str) -> int:
+    """How many words in `text` are followed on their line by the same word ("in in in": 2)."""
+    return sum(1 for _ in _STUTTER.finditer(text))
+
+
+def stutter(prediction: str, target: str) -> bool:
+    """The prediction repeats a word back to back more often than the target does: degenerate output that exact
+    match and edit similarity score like any other miss, but that a user sees at once."""
+    return stutters(prediction) > stutters(target)
 
 
 def block_traces(commit_steps: list[int], block_size: int) -> list[list[int]]:

@@ -16,6 +16,7 @@ from decoder.evaluation.metrics import (
     exact_match,
     leftmost_commit_fraction,
     position_order_tau,
+    stutter,
 )
 from decoder.evaluation.tasks import ExplainTask, InfillTask
 from decoder.generation import GenerationControl, GenerationParams, GenerationResult, decoder_label
@@ -50,8 +51,9 @@ def run_config(
     fallback_window: int = 2,
     progress: bool = True,
 ) -> dict:
-    em, es, latency, tokens, passes, arness, taus, samples = [], [], [], 0, 0, [], [], []
+    em, es, stutters, latency, tokens, passes, arness, taus, samples = [], [], [], [], 0, 0, [], [], []
     confidences: list[float | None] = []
+    stutter_samples: list[dict] = []
     cached = 0  # prompt tokens served from the prefix cache: 0, every request is cold
     for task in tqdm(tasks, desc=config.label, disable=not progress, leave=False):
         params = GenerationParams(
@@ -72,6 +74,7 @@ def run_config(
             prediction, gen = res.text, res.generation
         em.append(exact_match(prediction, task.target))
         es.append(edit_similarity(prediction, task.target))
+        stutters.append(stutter(prediction, task.target))
         confidences.append(gen.confidence)
         latency.append(gen.latency_ms)
         tokens += len(gen.token_ids)
@@ -84,6 +87,8 @@ def run_config(
                 taus.append(tau)
         if len(samples) < 5:
             samples.append({"task": task.name, "target": task.target, "prediction": prediction})
+        if stutters[-1] and len(stutter_samples) < 5:
+            stutter_samples.append({"task": task.name, "target": task.target, "prediction": prediction})
     mean = statistics.fmean
     return {
         "config": config.label,
@@ -101,6 +106,8 @@ def run_config(
         # Tokens of the completion per forward pass, the prefill counted as one pass per request. Tokens decoded
         # past the stop rule's cut (a block step commits several at once) are not part of it and not counted.
         "tokens_per_forward": round(tokens / max(1, passes), 4),
+        # Completions that repeat a word back to back ("in in") more often than their target: degenerate output.
+        "stutter_rate": round(mean(stutters), 4) if stutters else None,
         "ar_ness_leftmost_fraction": round(mean(arness), 4) if arness else None,
         "ar_ness_kendall_tau": round(mean(taus), 4) if taus else None,
         "cached_prompt_tokens": cached,
@@ -109,8 +116,13 @@ def run_config(
         # What a ghost-text confidence gate (the minConfidence setting) would keep, and how good that is.
         "confidence_coverage": confidence_coverage(confidences, em, es),
         # In task order (the report's task_names): what `parafill report compare` pairs between two models.
-        "task_scores": {"exact_match": [int(x) for x in em], "edit_similarity": [round(x, 4) for x in es]},
+        "task_scores": {
+            "exact_match": [int(x) for x in em],
+            "edit_similarity": [round(x, 4) for x in es],
+            "stutter": [int(x) for x in stutters],
+        },
         "samples": samples,
+        "stutter_samples": stutter_samples,
     }
 
 

@@ -18,6 +18,8 @@ from decoder.evaluation.metrics import (
     kendall_tau,
     leftmost_commit_fraction,
     position_order_tau,
+    stutter,
+    stutters,
 )
 from decoder.evaluation.parallel import worker_threads
 from decoder.evaluation.runner import equal_shares
@@ -62,6 +64,17 @@ def test_metrics_definitions():
     assert leftmost_commit_fraction([2, 1, 3, 3], 4) == pytest.approx(1 / 3)
     assert kendall_tau([0, 1, 2], [1, 2, 3]) == 1.0 and kendall_tau([0, 1, 2], [3, 2, 1]) == -1.0
     assert position_order_tau([1, 2, 3, 4, 4, 3, 2, 1], 4) == 0.0
+
+
+def test_stutter_is_a_word_repeated_back_to_back_that_the_target_does_not_repeat():
+    # The shipped model's t=0.1 demo line, and lines from its eval where the paired positions chose alike.
+    assert stutters("for line in line in in in in in in(line)") == 5
+    assert stutter("if o o o o:", "int):") and stutter("__ __ def def __eq__", "[self, right]")
+    # Not a stutter: the same word apart, across a line break, as part of a longer word, or where the target
+    # repeats it too.
+    assert stutters("for line in lines: line = line.strip()") == 0
+    assert stutters("return\nreturn") == 0 and stutters("a ab abc") == 0
+    assert not stutter("not not x", "not not x") and stutter("not not x", "not x")
 
 
 def test_bits_per_byte_gives_every_file_an_equal_share_of_the_tokens():
@@ -194,6 +207,9 @@ def test_eval_report_has_every_metric(tiny_model_dir, tmp_path):
             assert len(scores["edit_similarity"]) == len(report["task_names"][kind]) == row["tasks"]
             assert sum(scores["edit_similarity"]) / row["tasks"] == pytest.approx(row["edit_similarity"], abs=1e-3)
             assert sum(scores["exact_match"]) / row["tasks"] == pytest.approx(row["exact_match"], abs=1e-3)
+            assert sum(scores["stutter"]) / row["tasks"] == pytest.approx(row["stutter_rate"], abs=1e-3)
+            assert len(row["stutter_samples"]) == min(5, sum(scores["stutter"]))
+            assert all(stutter(s["prediction"], s["target"]) for s in row["stutter_samples"])
             everything = row["confidence_coverage"][0]
             assert everything["keep"] == 1.0 and everything["tasks"] == row["tasks"]
             assert everything["edit_similarity"] == pytest.approx(row["edit_similarity"], abs=1e-3)

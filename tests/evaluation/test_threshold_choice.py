@@ -7,7 +7,14 @@ import statistics
 
 import pytest
 
-from decoder.evaluation.threshold_choice import MARGINS, choose_threshold, margin, worst_case_loss
+from decoder.evaluation.threshold_choice import (
+    MARGINS,
+    choose_threshold,
+    holding_thresholds,
+    margin,
+    threshold_tests,
+    worst_case_loss,
+)
 from decoder.families import CAUSAL
 
 TASKS = 200
@@ -16,11 +23,21 @@ BASE_ES = [0.3 + 0.6 * ((i * 37) % 100) / 100 for i in range(TASKS)]
 BASE_EM = [int(i % 4 == 0) for i in range(TASKS)]
 
 
-def row(threshold: float, es: list[float], em: list[int], tpf: float, mode: str = "block", block: int = 8) -> dict:
+def row(
+    threshold: float,
+    es: list[float],
+    em: list[int],
+    tpf: float,
+    mode: str = "block",
+    block: int = 8,
+    stutter: list[int] | None = None,
+) -> dict:
     def se(xs: list[float]) -> float:
         return statistics.stdev(xs) / math.sqrt(len(xs))
 
+    stutter_scores = {} if stutter is None else {"stutter": stutter}
     return {
+        **({} if stutter is None else {"stutter_rate": statistics.fmean(stutter)}),
         "mode": mode,
         "threshold": threshold,
         "block_size": block,
@@ -29,7 +46,7 @@ def row(threshold: float, es: list[float], em: list[int], tpf: float, mode: str 
         "exact_match": statistics.fmean(em),
         "exact_match_se": se(em),
         "tokens_per_forward": tpf,
-        "task_scores": {"edit_similarity": es, "exact_match": em},
+        "task_scores": {"edit_similarity": es, "exact_match": em, **stutter_scores},
     }
 
 
@@ -123,6 +140,49 @@ def test_exact_match_counts_too_and_the_strictest_is_the_fallback() -> None:
     fewer_hits = row(0.5, BASE_ES, em_lost(8), 1.2)  # 4 points of exact match lost
     choice = choose_threshold(report([strict(), fewer_hits], [strict(), row(0.5, BASE_ES, BASE_EM, 1.3)]), 8)
     assert choice is not None and choice.threshold == 0.9 and choice.tokens_per_forward == {"line": 1.0, "block": 1.0}
+
+
+def stuttering(n: int) -> list[int]:
+    """Per-task stutter flags: the first `n` tasks repeat a word back to back."""
+    return [int(i < n) for i in range(TASKS)]
+
+
+def test_a_threshold_whose_completions_start_to_stutter_is_not_served() -> None:
+    # Same edit similarity and exact match, but 4% of the completions now repeat a word ("in in in"): the model
+    # shipped on 2026-12-01 did that at t=0.1 (0.7% -> 3.0%), where its demo line came apart.
+    ref = row(0.9, BASE_ES, BASE_EM, 1.0, stutter=stuttering(1))
+    a_little = row(0.5, BASE_ES, BASE_EM, 1.2, stutter=stuttering(2))
+    a_lot = row(0.3, BASE_ES, BASE_EM, 1.5, stutter=stuttering(9))
+    assert worst_case_loss(a_little, ref, "stutter") < MARGINS["stutter"] < worst_case_loss(a_lot, ref, "stutter")
+    choice = choose_threshold(report([ref, a_little, a_lot], [ref, a_little, a_lot]), 8)
+    assert choice.threshold == 0.5 and "0.02 in stutter (a rise)" in choice.reason
+    # Fewer stutters than the strictest threshold count as a gain, not a loss.
+    fewer = row(0.3, BASE_ES, BASE_EM, 1.5, stutter=stuttering(0))
+    tests = threshold_tests(report([ref, fewer], [ref, fewer]), 8)[1].tests["line"]
+    assert next(t for t in tests if t.metric == "stutter").mean_loss == pytest.approx(-0.005)
+    assert choose_threshold(report([ref, fewer], [ref, fewer]), 8).threshold == 0.3
+
+
+def test_a_report_from_before_stutter_was_measured_is_judged_on_the_rest() -> None:
+    rows = [strict(), row(0.5, es_loss(0.005), BASE_EM, 1.2)]
+    choice = choose_threshold(report(rows, rows), 8)
+    assert choice.threshold == 0.5 and "stutter" not in choice.reason
+    tests = threshold_tests(report(rows, rows), 8)
+    assert [t.threshold for t in tests] == [0.9, 0.5]
+    assert {t.metric for t in tests[1].tests["line"]} == {"exact_match", "edit_similarity"}
+
+
+def test_the_tests_the_rule_made_are_there_to_print() -> None:
+    # What `parafill report thresholds` shows: each threshold's loss per kind and metric, and where the search ended.
+    line = [strict(), row(0.5, es_loss(0.005), BASE_EM, 1.2), row(0.3, es_loss(0.04), BASE_EM, 1.5)]
+    line.append(row(0.2, es_loss(0.005), BASE_EM, 1.8))
+    tests = threshold_tests(report(line, [strict(), *line[1:]]), 8)
+    assert [t.threshold for t in tests] == [0.9, 0.5, 0.3, 0.2]
+    assert [t.holds for t in tests] == [True, True, False, True]
+    assert [t.threshold for t in holding_thresholds(tests)] == [0.9, 0.5]
+    es_03 = next(t for t in tests[2].tests["line"] if t.metric == "edit_similarity")
+    assert es_03.mean_loss == pytest.approx(0.04) and es_03.worst_loss == pytest.approx(0.04) and not es_03.holds
+    assert tests[2].tokens_per_forward == {"line": 1.5, "block": 1.5}
 
 
 def test_rows_with_lookup_agreement_do_not_take_part() -> None:

@@ -2,6 +2,7 @@
 
 parafill report compare OLD.json NEW.json   # task by task: is NEW better, worse, or within the noise?
 parafill report merge A.json B.json --json OUT.json --plot OUT.png   # kinds evaluated in separate processes
+parafill report thresholds REPORT.json [--by-file 0.15]   # the served-threshold rule's tests, and their losses by file
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from decoder.evaluation.reports import (
     merge_reports,
     report_json,
 )
+from decoder.evaluation.threshold_choice import MARGINS
+from decoder.evaluation.threshold_report import NoBlockRows, block_sizes, format_threshold_tests, losses_by_file
 from lsp_server.cmd_paths import check_output_file, read_json_file
 from lsp_server.errors import UserError
 
@@ -32,6 +35,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     merge.add_argument("--model", help="the model name to record (default: the first report's)")
     merge.add_argument("--plot", help="write a PNG of quality vs tokens per forward here")
     merge.add_argument("--coverage-plot", help="write a PNG of quality vs the share a confidence gate keeps")
+    thresholds = actions.add_parser(
+        "thresholds", help="the served-threshold rule's test of each measured threshold, as `ship` made it"
+    )
+    thresholds.add_argument("report")
+    thresholds.add_argument("--block-size", type=int, help="the block rows to test (default: the report's only one)")
+    thresholds.add_argument(
+        "--by-file", type=float, metavar="T", help="also: where threshold T's loss comes from, held-out file by file"
+    )
+    thresholds.add_argument(
+        "--metric", choices=sorted(MARGINS), default="edit_similarity", help="the loss --by-file breaks down"
+    )
 
 
 def load_report(path: str) -> dict:
@@ -45,8 +59,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.action == "compare":
             return _compare(args)
+        if args.action == "thresholds":
+            return _thresholds(args)
         return _merge(args)
-    except ReportMismatch as exc:
+    except (ReportMismatch, NoBlockRows) as exc:
         raise UserError(str(exc)) from None
 
 
@@ -85,4 +101,20 @@ def _merge(args: argparse.Namespace) -> int:
     if args.coverage_plot:
         plot_confidence_coverage(merged, args.coverage_plot)
     print(f"{args.json}: kinds {', '.join(merged['kinds'])} from {len(args.reports)} reports")
+    return 0
+
+
+def _thresholds(args: argparse.Namespace) -> int:
+    report = load_report(args.report)
+    block_size = args.block_size
+    if block_size is None:
+        sizes = block_sizes(report)
+        if len(sizes) != 1:
+            measured = ", ".join(map(str, sizes)) or "none"
+            raise UserError(f"{args.report} has block rows at block sizes {measured}: name one with --block-size")
+        block_size = sizes[0]
+    by_file = None if args.by_file is None else losses_by_file(report, block_size, args.by_file, args.metric)
+    print(format_threshold_tests(report, block_size))
+    if by_file is not None:
+        print("\n" + by_file)
     return 0

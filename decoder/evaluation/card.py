@@ -33,15 +33,20 @@ def eval_section(
         f"## Evaluation (`{command}`)",
         "Held-out standard-library files (the validation split). EM: whitespace-split equality; ES: 1 -"
         " Levenshtein / max length, with its standard error; explain tasks compare the explanation's first line"
-        " with the docstring's. Every task is a cold request (prefix cache cleared), prefill included."
+        " with the docstring's. Stutter: the share of completions that repeat a word back to back ('in in') more"
+        " often than their target. Every task is a cold request (prefix cache cleared), prefill included."
         + (" In brackets: the model this one replaced, same code and tasks." if previous else ""),
     ]
     if note:
         lines.append(note)
+    # Reports from before 2026-12-02 did not measure stutter: their cards keep the table they had.
+    stutter = any(row.get("stutter_rate") is not None for rows in report["kinds"].values() for row in rows)
     lines += [
         "",
-        "| tasks | decoder | EM | ES ± se | tokens / forward | AR-ness (leftmost) | p50 |",
-        "|---|---|---|---|---|---|---|",
+        "| tasks | decoder | EM | ES ± se | tokens / forward | AR-ness (leftmost) |"
+        + (" stutter |" if stutter else "")
+        + " p50 |",
+        "|---|---|---|---|---|---|" + ("---|" if stutter else "") + "---|",
     ]
     for kind, rows in report["kinds"].items():
         before = _rows_by_config(previous, kind)
@@ -55,7 +60,9 @@ def eval_section(
             tpf = f"{row['tokens_per_forward']:.2f}" + ("" if old is None else f" ({old['tokens_per_forward']:.2f})")
             lines.append(
                 f"| {_KIND_NAMES.get(kind, kind)} ({row['tasks']}) | {row['config']} | {em} | {es} | {tpf} | "
-                f"{'-' if arness is None else f'{arness:.2f}'} | {row['latency_ms_p50']:.0f} ms |"
+                f"{'-' if arness is None else f'{arness:.2f}'} | "
+                + (f"{_pct(row.get('stutter_rate'))} | " if stutter else "")
+                + f"{row['latency_ms_p50']:.0f} ms |"
             )
     lines += _paired_lines(previous, report)
     lines += _served_lines(served)

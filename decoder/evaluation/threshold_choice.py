@@ -86,7 +86,7 @@ class ThresholdTest:
         return sum(self.tokens_per_forward.values()) / len(self.tokens_per_forward)
 
 
-def _block_rows(report: dict, block_size: int) -> dict[str, dict[float, dict]]:
+def block_rows(report: dict, block_size: int) -> dict[str, dict[float, dict]]:
     """kind -> threshold -> report row, for the block decoder at `block_size` (kinds without one left out).
     Rows with prompt-lookup agreement are left out: the choice is made on the plain decoder, and agreement
     (served on top when lookupTokens > 0) only adds commits where the argmax spells the context's draft."""
@@ -145,7 +145,7 @@ def metric_tests(row: dict, ref: dict) -> list[MetricTest]:
 def threshold_tests(report: dict, block_size: int) -> list[ThresholdTest]:
     """Every block threshold measured on every kind, strictest first, each tested against the strictest (which
     is tested against itself, and holds). Empty when the report has none at `block_size`."""
-    by_kind = _block_rows(report, block_size)
+    by_kind = block_rows(report, block_size)
     if not by_kind:
         return []
     common = sorted(set.intersection(*(set(rows) for rows in by_kind.values())), reverse=True)
@@ -181,7 +181,7 @@ def choose_threshold(report: dict, block_size: int) -> ThresholdChoice | None:
         return None
     reference = tests[0].threshold
     best = max(holding_thresholds(tests), key=lambda t: (t.speed, t.threshold))
-    by_kind = _block_rows(report, block_size)
+    by_kind = block_rows(report, block_size)
     kinds = ", ".join(sorted(by_kind))
     tested = {t.metric for test in tests for kind_tests in test.tests.values() for t in kind_tests}
     margins = " and ".join(

@@ -21,6 +21,7 @@ from decoder.config import ModelConfig
 from decoder.evaluation.card import eval_section
 from decoder.evaluation.reports import ReportMismatch, format_comparison, regressions
 from decoder.evaluation.threshold_choice import ThresholdChoice, choose_threshold
+from decoder.evaluation.threshold_report import format_threshold_tests
 from decoder.families import THRESHOLD_FIELD, family_of
 from decoder.generation import decoder_label
 from decoder.training.corpus import heldout_entries
@@ -133,6 +134,8 @@ if __name__ == "__main__":
         report = json.loads(Path(a.eval).read_text())
         previous = json.loads(Path(a.previous_eval).read_text()) if a.previous_eval else None
         choice = served_threshold(a.export_dir, report)
+        if choice is not None:  # what the rule tested, as `parafill report thresholds` prints it
+            print(format_threshold_tests(report, choice.block_size), file=sys.stderr)
         if not a.allow_worse:
             if choice is None:
                 raise SystemExit(

@@ -6,7 +6,9 @@ import argparse
 import copy
 import json
 import math
+import re
 import statistics
+from pathlib import Path
 
 import pytest
 
@@ -192,3 +194,29 @@ def test_report_command(reports, tmp_path, capsys):
         assert main(argv) == 2
         err = capsys.readouterr().err
         assert err.startswith("parafill: error: ") and err.count("\n") == 1
+
+
+SHIPPED = Path(__file__).parents[2] / "models" / "default"
+SHIPPED_REPORT = Path(__file__).parents[2] / "benchmarks" / "results" / "eval_default_cpu.json"
+
+
+def test_report_thresholds_prints_the_rule_that_chose_the_shipped_models_threshold(tmp_path, capsys):
+    # The shipped model's card report, tested again by the rule: the threshold it serves is config.json's.
+    assert main(["report", "thresholds", str(SHIPPED_REPORT), "--by-file", "0.15"]) == 0
+    printed = capsys.readouterr().out
+    served = json.loads((SHIPPED / "config.json").read_text())["block_threshold"]
+    assert f"served: t={served:g} " in printed and "t=0.9: reference" in printed
+    assert "the search stopped at" in printed
+    # By file: every held-out file with line tasks is listed once, and the tasks add up to the kind's.
+    by_file = printed.split("by held-out file\n", 1)[1]
+    line_part = by_file.split("\nblock (", 1)[0]
+    tasks = [int(m) for m in re.findall(r"\s(\d+) tasks\s", line_part)]
+    assert sum(tasks) == len(json.loads(SHIPPED_REPORT.read_text())["task_names"]["line"])
+    # Bad input: one clear line and exit status 2, nothing printed on stdout.
+    for argv, message in (
+        (["report", "thresholds", str(SHIPPED_REPORT), "--by-file", "0.7"], "not among the measured thresholds"),
+        (["report", "thresholds", str(SHIPPED_REPORT), "--block-size", "16"], "no block-decoder rows at B=16"),
+    ):
+        assert main(argv) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and err.startswith("parafill: error: ") and message in err and err.count("\n") == 1

@@ -241,7 +241,27 @@ def denoise_rows(
     # lands on a far token (a closing bracket, a newline) that the stop rules then throw away.
     fallback = active & (active.cumsum(0) <= params.fallback_window)
     seed = step_seed(params, forward_passes)
-    return kernels.denoise_step(rows, active, params.threshold, rows.shape[0], fallback, params.temperature, seed)
+    tokens, confidence, commit = kernels.denoise_step(
+        rows, active, params.threshold, rows.shape[0], fallback, params.temperature, seed
+    )
+    if params.defer_repeats:
+        commit = defer_repeats(tokens, active, commit)
+    return tokens, confidence, commit
+
+
+def defer_repeats(tokens: torch.Tensor, active: torch.Tensor, commit: torch.Tensor) -> torch.Tensor:
+    """`commit` less the positions whose token is the one their left neighbour predicts while that neighbour is
+    still open (committing in this step too, or not yet): the two were decided without seeing each other, and
+    when both are sure of the same token that is parallel decoding's own failure, "for line in in in". Deferred,
+    the position decides again next step, seeing its neighbour's token. A true repeat ("))") costs one step.
+
+    Should that defer every commit, the leftmost open position commits instead: its left neighbour is fixed, so
+    it is never deferred, and the block moves on. Device tensors in, device tensors out: no host sync."""
+    repeat = torch.zeros_like(commit)
+    repeat[1:] = commit[1:] & active[:-1] & (tokens[1:] == tokens[:-1])
+    kept = commit & ~repeat
+    leftmost = active & (active.cumsum(0) == 1)
+    return torch.where(kept.any() | ~commit.any(), kept, leftmost)
 
 
 def _current_sub_block(masked: torch.Tensor, sub_block_size: int | None) -> torch.Tensor:

@@ -30,6 +30,10 @@ class GenerationParams:
     # pass as the next token (the output is the same as without); block diffusion also commits the masked
     # positions, from the leftmost on, whose argmax agrees with the draft, whatever their confidence. 0: off.
     lookup_tokens: int = 0
+    # Block diffusion: a position committing the token its left neighbour also predicts, while that neighbour is
+    # still open, waits a step (decoder/block_decoder.defer_repeats): neither saw the other's choice. Measured on
+    # the shipped model, not adopted: a higher threshold buys the same fewer stutters for less (docs/training.md).
+    defer_repeats: bool = False
 
     def validate(self) -> None:
         if self.max_new_tokens < 1:

@@ -31,10 +31,18 @@ class RowJob:
     max_new_tokens: dict[str, int]
     token_healing: bool
     fallback_window: int
+    defer_repeats: bool = False
 
     def run(self, engine: Engine, progress: bool = True) -> dict:
         return run_config(
-            engine, self.tasks, self.config, self.max_new_tokens, self.token_healing, self.fallback_window, progress
+            engine,
+            self.tasks,
+            self.config,
+            self.max_new_tokens,
+            self.token_healing,
+            self.fallback_window,
+            progress,
+            self.defer_repeats,
         )
 
 

@@ -18,9 +18,22 @@ from dataclasses import dataclass
 # A difference counts as real when its 95% interval (about two paired standard errors) excludes zero.
 Z_95 = 1.96
 # How a report was made, besides its tasks: two reports that differ here measured different things.
-SETUP_KEYS = ("python", "dtype", "token_healing", "fallback_window", "heldout_files", "task_allocation", "task_lines")
+SETUP_KEYS = (
+    "python",
+    "dtype",
+    "token_healing",
+    "fallback_window",
+    "defer_repeats",
+    "heldout_files",
+    "task_allocation",
+    "task_lines",
+)
 # What a report written before a setup key existed did: compared as such, not skipped.
-SETUP_BEFORE_KEYS = {"task_allocation": "even", "task_lines": "code lines; literal tables included"}
+SETUP_BEFORE_KEYS = {
+    "task_allocation": "even",
+    "task_lines": "code lines; literal tables included",
+    "defer_repeats": False,
+}
 
 
 class ReportMismatch(ValueError):

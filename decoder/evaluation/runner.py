@@ -50,6 +50,7 @@ def run_config(
     token_healing: bool = True,
     fallback_window: int = 2,
     progress: bool = True,
+    defer_repeats: bool = False,
 ) -> dict:
     em, es, stutters, latency, tokens, passes, arness, taus, samples = [], [], [], [], 0, 0, [], [], []
     confidences: list[float | None] = []
@@ -62,6 +63,7 @@ def run_config(
             threshold=config.threshold,
             fallback_window=fallback_window,
             lookup_tokens=config.lookup_tokens,
+            defer_repeats=defer_repeats,
         )
         # Every task is a cold request (prefill included): the configurations see the same prompts, and a cache
         # that still held them from the previous configuration would time that one cold and this one warm.

@@ -10,7 +10,7 @@ import pytest
 import torch
 from transformers import Qwen2ForCausalLM
 
-from decoder.block_decoder import NoMaskTokenError
+from decoder.block_decoder import NoMaskTokenError, defer_repeats
 from decoder.engine import Engine, EngineOptions
 from decoder.generation import GenerationControl, GenerationParams
 from decoder.router import RoutingRules, generate
@@ -91,6 +91,40 @@ def test_block_never_needs_more_than_block_size_passes_per_block(engine, block_s
     assert all(max(a) <= min(b) for a, b in itertools.pairwise(per_block))
     if threshold == 0.0:  # everything passes: one pass per block
         assert res.steps_per_block == [1] * (32 // block_size)
+
+
+def test_defer_repeats_holds_back_a_token_its_open_left_neighbour_also_predicts():
+    tokens = torch.tensor([5, 7, 7, 7, 9, 9, 3, 3])
+    everything = torch.ones(8, dtype=torch.bool)
+    commit = torch.tensor([1, 1, 1, 1, 1, 1, 0, 1], dtype=torch.bool)
+    # The first of each run commits; the 3 at the end waits for its neighbour, open and predicting 3 too.
+    assert defer_repeats(tokens, everything, commit).tolist() == [1, 1, 0, 0, 1, 0, 0, 0]
+    # A neighbour already committed (not active) was seen: the repeat is the model's own choice.
+    later = torch.tensor([0, 0, 1, 1, 1, 1, 1, 1], dtype=torch.bool)
+    assert defer_repeats(tokens, later, later & commit).tolist() == [0, 0, 1, 0, 1, 0, 0, 0]
+    # Were every commit deferred, the leftmost open position commits: the block never stands still.
+    open_from_1 = torch.tensor([0, 1, 1, 1, 1, 1, 1, 1], dtype=torch.bool)
+    only_2 = torch.tensor([0, 0, 1, 0, 0, 0, 0, 0], dtype=torch.bool)
+    repeated = torch.tensor([1, 4, 4, 2, 2, 2, 2, 2])
+    assert defer_repeats(repeated, open_from_1, only_2).tolist() == [0, 1, 0, 0, 0, 0, 0, 0]
+    assert not defer_repeats(repeated, open_from_1, torch.zeros(8, dtype=torch.bool)).any()
+
+
+@pytest.mark.parametrize("block_size", [4, 8])
+def test_no_token_repeats_a_neighbour_it_did_not_see(engine, block_size):
+    # At threshold 0 every position commits in the first step: the random tiny model then repeats tokens whose
+    # neighbours it never saw (the check below fails without the deferral). With it, every token equal to its
+    # left neighbour was committed after that neighbour.
+    ids = engine.tokenizer.encode(PROMPT)
+
+    def unseen_repeats(defer: bool) -> list[int]:
+        params = GenerationParams(max_new_tokens=32, block_size=block_size, threshold=0.0, defer_repeats=defer)
+        res = generate(engine, ids, "block", params)
+        toks, steps = res.token_ids, res.commit_steps
+        return [i for i in range(1, len(toks)) if toks[i] == toks[i - 1] and steps[i] <= steps[i - 1]]
+
+    assert unseen_repeats(defer=False)
+    assert unseen_repeats(defer=True) == []
 
 
 def test_threshold_one_with_leftmost_fallback_commits_left_to_right(engine):

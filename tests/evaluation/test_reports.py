@@ -145,6 +145,7 @@ def test_reports_made_differently_or_missing_a_kind_are_not_judged(reports):
         ("heldout_files", ["x"]),
         ("task_allocation", "even"),
         ("task_lines", "code lines; literal tables included"),
+        ("defer_repeats", True),
     )
     for key, value in changes:
         other = {**copy.deepcopy(old), key: value}
@@ -162,6 +163,11 @@ def test_reports_made_differently_or_missing_a_kind_are_not_judged(reports):
     with_tables = {k: v for k, v in copy.deepcopy(old).items() if k != "task_lines"}
     with pytest.raises(ReportMismatch, match="task_lines 'code lines; literal tables included' vs 'code lines;"):
         compare_reports(with_tables, old)
+    # One from before repeats could be deferred did not defer them: comparable with one that does not.
+    written_before = {k: v for k, v in copy.deepcopy(old).items() if k != "defer_repeats"}
+    assert compare_reports(written_before, old)
+    with pytest.raises(ReportMismatch, match="defer_repeats False vs True"):
+        compare_reports(written_before, {**old, "defer_repeats": True})
     with pytest.raises(ReportMismatch, match="one report only"):  # unjudged would have meant not refused
         regressions(old, reports["line"], "block B=8 t=0.5")
     with pytest.raises(ReportMismatch, match="different models"):

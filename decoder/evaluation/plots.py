@@ -1,4 +1,5 @@
-"""Quality vs tokens-per-forward for every decode configuration (one PNG): exact match and edit similarity.
+"""Quality vs tokens-per-forward for every decode configuration (one PNG): exact match, edit similarity and the
+share of stuttering completions.
 
 Each point carries an error bar of two standard errors (about a 95% interval): the axes autoscale to the
 points, and without the bars a difference well inside the noise would look like a gap."""
@@ -8,7 +9,17 @@ from __future__ import annotations
 from pathlib import Path
 
 # (report key, scale, axis label, smallest y-axis top: all-zero scores still get a readable axis)
-_METRICS = (("exact_match", 100, "exact match (%)", 5.0), ("edit_similarity", 1, "edit similarity", 0.25))
+_METRICS = (
+    ("exact_match", 100, "exact match (%)", 5.0),
+    ("edit_similarity", 1, "edit similarity", 0.25),
+    ("stutter_rate", 100, "stutter (%)", 5.0),
+)
+
+
+def _metrics(report: dict) -> tuple[tuple[str, int, str, float], ...]:
+    """The metrics every row of the report has (reports before 2026-12-02 did not count stutter)."""
+    rows = [row for rows in report["kinds"].values() for row in rows]
+    return tuple(m for m in _METRICS if all(row.get(m[0]) is not None for row in rows))
 
 
 def _series(rows: list[dict]) -> dict[str, list[dict]]:
@@ -31,9 +42,10 @@ def plot_quality_vs_parallelism(report: dict, path: str | Path) -> None:
     import matplotlib.pyplot as plt
 
     kinds = list(report["kinds"].items())
-    fig, axes = plt.subplots(len(_METRICS), len(kinds), figsize=(6 * len(kinds), 8), squeeze=False)
+    metrics = _metrics(report)
+    fig, axes = plt.subplots(len(metrics), len(kinds), figsize=(6 * len(kinds), 4 * len(metrics)), squeeze=False)
     for column, (kind, rows) in enumerate(kinds):
-        for line, (key, scale, label, min_top) in enumerate(_METRICS):
+        for line, (key, scale, label, min_top) in enumerate(metrics):
             ax = axes[line][column]
             top = min_top
             for name, group in _series(rows).items():

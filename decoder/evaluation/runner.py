@@ -110,6 +110,9 @@ def run_config(
         "tokens_per_forward": round(tokens / max(1, passes), 4),
         # Completions that repeat a word back to back ("in in") more often than their target: degenerate output.
         "stutter_rate": round(mean(stutters), 4) if stutters else None,
+        "stutter_rate_se": round(math.sqrt(mean(stutters) * (1 - mean(stutters)) / len(stutters)), 4)
+        if stutters
+        else None,
         "ar_ness_leftmost_fraction": round(mean(arness), 4) if arness else None,
         "ar_ness_kendall_tau": round(mean(taus), 4) if taus else None,
         "cached_prompt_tokens": cached,

@@ -112,7 +112,7 @@ def worst_case_loss(row: dict, ref: dict, metric: str) -> float:
     if old is not None and new is not None and len(old) == len(new) and len(old) > 1:
         low, high = paired_difference(old, new).interval  # of row - ref
         return -low if sign > 0 else high
-    ses = (ref.get(f"{metric}_se"), row.get(f"{metric}_se"))
+    ses = (ref.get(f"{ROW_KEYS[metric]}_se"), row.get(f"{ROW_KEYS[metric]}_se"))
     if None in ses:
         return math.inf  # no spread measured (a single task): nothing is known about the loss
     return sign * (ref[ROW_KEYS[metric]] - row[ROW_KEYS[metric]]) + Z_95 * math.hypot(*ses)

@@ -208,6 +208,8 @@ def test_eval_report_has_every_metric(tiny_model_dir, tmp_path):
             assert sum(scores["edit_similarity"]) / row["tasks"] == pytest.approx(row["edit_similarity"], abs=1e-3)
             assert sum(scores["exact_match"]) / row["tasks"] == pytest.approx(row["exact_match"], abs=1e-3)
             assert sum(scores["stutter"]) / row["tasks"] == pytest.approx(row["stutter_rate"], abs=1e-3)
+            q = row["stutter_rate"]
+            assert row["stutter_rate_se"] == pytest.approx(math.sqrt(q * (1 - q) / row["tasks"]), abs=1e-4)
             assert len(row["stutter_samples"]) == min(5, sum(scores["stutter"]))
             assert all(stutter(s["prediction"], s["target"]) for s in row["stutter_samples"])
             everything = row["confidence_coverage"][0]
@@ -279,3 +281,13 @@ def test_the_plot_draws_each_block_setting_as_one_curve_over_its_thresholds():
     assert list(series) == ["ar", "block B=8", "block B=8 lookup 8"]
     assert [r["threshold"] for r in series["block B=8"]] == [0.9, 0.2]  # strictest first: the curve runs right
     assert [r["threshold"] for r in series["block B=8 lookup 8"]] == [0.9, 0.5]
+
+
+def test_the_plot_draws_stutter_only_where_every_row_counted_it():
+    from decoder.evaluation.plots import _metrics
+
+    scores = {"exact_match": 0.0, "edit_similarity": 0.2}
+    counted = {"kinds": {"line": [{**scores, "stutter_rate": 0.01}, {**scores, "stutter_rate": 0.0}]}}
+    before = {"kinds": {"line": [{**scores, "stutter_rate": 0.01}], "block": [scores]}}  # merged with an old one
+    assert [m[0] for m in _metrics(counted)] == ["exact_match", "edit_similarity", "stutter_rate"]
+    assert [m[0] for m in _metrics(before)] == ["exact_match", "edit_similarity"]

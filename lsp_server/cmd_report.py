@@ -11,6 +11,8 @@ import argparse
 from pathlib import Path
 
 from decoder.evaluation.reports import (
+    ConfigComparison,
+    PairedDifference,
     ReportMismatch,
     compare_reports,
     format_comparison,
@@ -73,20 +75,25 @@ def _compare(args: argparse.Namespace) -> int:
         raise UserError("the reports share no kind and configuration to compare")
     print(format_comparison(rows))
     if args.json:
-        out = [
-            {
-                "kind": r.kind,
-                "config": r.config,
-                **{
-                    metric: {**vars(d), "interval": list(d.interval), "verdict": d.verdict}
-                    for metric, d in (("exact_match", r.exact_match), ("edit_similarity", r.edit_similarity))
-                },
-                "tokens_per_forward": {"old": r.tokens_per_forward[0], "new": r.tokens_per_forward[1]},
-            }
-            for r in rows
-        ]
+        out = [_comparison_json(r) for r in rows]
         Path(args.json).write_text(report_json({"old": args.old, "new": args.new, "rows": out}) + "\n")
     return 0
+
+
+def _comparison_json(r: ConfigComparison) -> dict:
+    def difference(d: PairedDifference, verdict: str) -> dict:
+        return {**vars(d), "interval": list(d.interval), "verdict": verdict}
+
+    row = {
+        "kind": r.kind,
+        "config": r.config,
+        "exact_match": difference(r.exact_match, r.exact_match.verdict),
+        "edit_similarity": difference(r.edit_similarity, r.edit_similarity.verdict),
+    }
+    if r.stutter is not None and r.stutter_verdict is not None:  # reports from before stutter was counted: none
+        row["stutter"] = difference(r.stutter, r.stutter_verdict)
+    row["tokens_per_forward"] = {"old": r.tokens_per_forward[0], "new": r.tokens_per_forward[1]}
+    return row
 
 
 def _merge(args: argparse.Namespace) -> int:

@@ -131,6 +131,19 @@ class ConfigComparison:
     exact_match: PairedDifference
     edit_similarity: PairedDifference
     tokens_per_forward: tuple[float, float]  # (old, new): a rate over all tasks, not a per-task score
+    stutter: PairedDifference | None = None  # None: a report from before stutter was counted
+
+    @property
+    def stutter_verdict(self) -> str | None:
+        """`worse` when the new model stutters more beyond noise (for stutter, up is worse), `better`, `same`."""
+        if self.stutter is None:
+            return None
+        return {"better": "worse", "worse": "better"}.get(self.stutter.verdict, self.stutter.verdict)
+
+    @property
+    def worse(self) -> bool:
+        """Worse beyond noise in a score, or in stutter."""
+        return "worse" in (self.edit_similarity.verdict, self.exact_match.verdict, self.stutter_verdict)
 
 
 def compare_reports(old: dict, new: dict) -> list[ConfigComparison]:
@@ -182,7 +195,7 @@ def regressions(
                 unjudged.append(str(exc))
                 continue
             r = _compare_rows(kind, old_row, new_row)  # no per-task scores: raises, as for the whole report
-            if "worse" in (r.edit_similarity.verdict, r.exact_match.verdict):
+            if r.worse:
                 worse.append(r)
     return Judgement(worse, unjudged)
 
@@ -190,12 +203,16 @@ def regressions(
 def _compare_rows(kind: str, before: dict, after: dict) -> ConfigComparison:
     a, b = _task_scores(before, kind), _task_scores(after, kind)
     same = before["config"] == after["config"]
+    stutter = None
+    if "stutter" in a and "stutter" in b:
+        stutter = paired_difference(a["stutter"], b["stutter"])
     return ConfigComparison(
         kind=kind,
         config=after["config"] if same else f"{after['config']} (was {before['config']})",
         exact_match=paired_difference(a["exact_match"], b["exact_match"]),
         edit_similarity=paired_difference(a["edit_similarity"], b["edit_similarity"]),
         tokens_per_forward=(before["tokens_per_forward"], after["tokens_per_forward"]),
+        stutter=stutter,
     )
 
 
@@ -233,18 +250,24 @@ def _task_scores(row: dict, kind: str) -> dict[str, list[float]]:
     scores = row.get("task_scores")
     if scores is None:
         raise ReportMismatch(f"{kind} {row['config']}: no per-task scores in the report: rerun eval")
-    return {"exact_match": [float(x) for x in scores["exact_match"]], "edit_similarity": scores["edit_similarity"]}
+    out = {"exact_match": [float(x) for x in scores["exact_match"]], "edit_similarity": scores["edit_similarity"]}
+    if "stutter" in scores:
+        out["stutter"] = [float(x) for x in scores["stutter"]]
+    return out
 
 
 def format_comparison(rows: list[ConfigComparison]) -> str:
     """One line per configuration, e.g. `line ar  ES +0.004 [-0.002, +0.010] 61 up/48 down same  EM ...`."""
 
-    def diff(d: PairedDifference, scale: float, digits: int, unit: str) -> str:
-        return f"{d.span(scale, digits, unit)} {d.wins} up/{d.losses} down {d.verdict:<6}"
+    def diff(d: PairedDifference, scale: float, digits: int, unit: str, verdict: str | None = None) -> str:
+        return f"{d.span(scale, digits, unit)} {d.wins} up/{d.losses} down {verdict or d.verdict:<6}"
 
     lines = ["new - old, task by task (95% interval from the paired standard error)"]
     for r in rows:
         old_tpf, new_tpf = r.tokens_per_forward
         es, em = diff(r.edit_similarity, 1, 3, ""), diff(r.exact_match, 100, 1, "%")
-        lines.append(f"{r.kind:>7} {r.config:<24} ES {es}  EM {em}  tok/fwd {old_tpf:.2f} -> {new_tpf:.2f}")
+        stutter = ""
+        if r.stutter is not None:
+            stutter = f"  stutter {diff(r.stutter, 100, 1, '%', r.stutter_verdict)}"
+        lines.append(f"{r.kind:>7} {r.config:<24} ES {es}  EM {em}{stutter}  tok/fwd {old_tpf:.2f} -> {new_tpf:.2f}")
     return "\n".join(lines)

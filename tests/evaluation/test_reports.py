@@ -17,6 +17,7 @@ from decoder.evaluation.cli import add_eval_arguments, run_eval
 from decoder.evaluation.reports import (
     ReportMismatch,
     compare_reports,
+    format_comparison,
     merge_reports,
     paired_difference,
     regressions,
@@ -105,6 +106,31 @@ def test_regressions_judge_ar_and_the_served_threshold_only(reports):
         ("line", "block B=8 t=0.5", "worse"),
         ("block", "block B=8 t=0.5", "worse"),
     ]
+
+
+def test_regressions_count_a_model_that_stutters_more_as_worse(reports):
+    old = copy.deepcopy(reports["both"])
+    for kind in ("line", "block"):
+        for row in old["kinds"][kind]:
+            row["task_scores"]["stutter"] = [0] * row["tasks"]
+    new = copy.deepcopy(old)
+    block = new["kinds"]["line"][1]
+    block["task_scores"]["stutter"] = [1] * block["tasks"]  # same scores, but every completion stutters now
+    (worse,) = regressions(old, new, served_config="block B=8 t=0.5").worse
+    assert (worse.kind, worse.config, worse.stutter_verdict, worse.edit_similarity.verdict) == (
+        "line",
+        "block B=8 t=0.5",
+        "worse",
+        "same",
+    )
+    assert "stutter +100.0% [+100.0, +100.0]" in format_comparison([worse]) and "down worse" in format_comparison(
+        [worse]
+    )
+    # Stuttering less is better, and nothing to refuse; a report from before stutter was counted is not judged on it.
+    assert regressions(new, old, served_config="block B=8 t=0.5").worse == []
+    for row in new["kinds"]["line"]:
+        del row["task_scores"]["stutter"]
+    assert regressions(old, new, served_config="block B=8 t=0.5").worse == []
 
 
 def test_regressions_hold_the_served_configuration_to_the_one_served_before(reports):

@@ -64,7 +64,8 @@ def format_threshold_tests(report: dict, block_size: int) -> str:
         f"block B={block_size}: each threshold against t={reference:g}, task by task "
         "(mean, and in brackets the worst case at 95% confidence / the margin it must stay under)"
     ]
-    reached = len(holding_thresholds(tests)) + 1  # the rule tested these; the rest are shown, not judged
+    holding = holding_thresholds(tests)
+    reached = len(holding) + 1  # the rule tested these; the rest are shown, not judged
     for i, test in enumerate(tests):
         state = "reference" if i == 0 else "holds" if test.holds else "fails"
         state += "" if i < reached else " (past the stop: not judged)"
@@ -72,7 +73,6 @@ def format_threshold_tests(report: dict, block_size: int) -> str:
         for kind, kind_tests in test.tests.items():
             metrics = "  ".join(_metric(t) for t in kind_tests) if test.threshold != reference else ""
             lines.append(f"  {kind:<7} tok/fwd {test.tokens_per_forward[kind]:.2f}  {metrics}".rstrip())
-    holding = holding_thresholds(tests)
     choice = choose_threshold(report, block_size)
     assert choice is not None  # the same rows gave tests
     lines.append(f"served: t={choice.threshold:g} (the fastest of {', '.join(f'{t.threshold:g}' for t in holding)})")

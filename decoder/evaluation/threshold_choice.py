@@ -100,14 +100,15 @@ def block_rows(report: dict, block_size: int) -> dict[str, dict[float, dict]]:
     return {kind: rows for kind, rows in by_kind.items() if rows}
 
 
-def _loss_sign(metric: str) -> int:
+def loss_sign(metric: str) -> int:
+    """+1 where a drop is the loss (a score), -1 where a rise is (a rate of failures)."""
     return -1 if metric in LOWER_IS_BETTER else 1
 
 
 def worst_case_loss(row: dict, ref: dict, metric: str) -> float:
     """How much `row` may lose against `ref` in `metric`, at 95% confidence: the far end of the interval of
     the loss (task by task when both rows carry per-task scores)."""
-    sign = _loss_sign(metric)
+    sign = loss_sign(metric)
     old, new = ref.get("task_scores", {}).get(metric), row.get("task_scores", {}).get(metric)
     if old is not None and new is not None and len(old) == len(new) and len(old) > 1:
         low, high = paired_difference(old, new).interval  # of row - ref
@@ -133,7 +134,7 @@ def metric_tests(row: dict, ref: dict) -> list[MetricTest]:
     return [
         MetricTest(
             metric,
-            _loss_sign(metric) * (ref[ROW_KEYS[metric]] - row[ROW_KEYS[metric]]),
+            loss_sign(metric) * (ref[ROW_KEYS[metric]] - row[ROW_KEYS[metric]]),
             worst_case_loss(row, ref, metric),
             margin(metric, ref),
         )

@@ -9,9 +9,11 @@ from collections import defaultdict
 from decoder.evaluation.threshold_choice import (
     LOWER_IS_BETTER,
     MetricTest,
+    ThresholdTest,
     block_rows,
     choose_threshold,
     holding_thresholds,
+    loss_sign,
     threshold_tests,
 )
 
@@ -39,6 +41,13 @@ def block_sizes(report: dict) -> list[int]:
     )
 
 
+def _tests(report: dict, block_size: int) -> list[ThresholdTest]:
+    tests = threshold_tests(report, block_size)
+    if not tests:
+        raise NoBlockRows(f"the report has no block-decoder rows at B={block_size} on thresholds every kind shares")
+    return tests
+
+
 def _loss_word(metric: str) -> str:
     return "rise" if metric in LOWER_IS_BETTER else "loss"
 
@@ -56,9 +65,7 @@ def format_threshold_tests(report: dict, block_size: int) -> str:
     """Each measured threshold, strictest first: per task kind, tokens per forward and each metric's loss
     against the strictest (mean, worst case at 95% / margin); then the threshold the rule serves and why the
     search stopped."""
-    tests = threshold_tests(report, block_size)
-    if not tests:
-        raise NoBlockRows(f"the report has no block-decoder rows at B={block_size} on thresholds every kind shares")
+    tests = _tests(report, block_size)
     reference = tests[0].threshold
     lines = [
         f"block B={block_size}: each threshold against t={reference:g}, task by task "
@@ -101,15 +108,13 @@ def losses_by_file(report: dict, block_size: int, threshold: float, metric: str 
     """Where a threshold's loss against the strictest comes from: per task kind and held-out file, the tasks,
     the loss per task and the file's share of the kind's total loss (positive: the faster threshold is worse).
     One file with much of the loss says the loss is that file's, not the threshold's everywhere."""
-    tests = threshold_tests(report, block_size)
-    if not tests:
-        raise NoBlockRows(f"the report has no block-decoder rows at B={block_size} on thresholds every kind shares")
+    tests = _tests(report, block_size)
     reference = tests[0].threshold
     if threshold not in {t.threshold for t in tests}:
         raise NoBlockRows(
             f"t={threshold:g} is not among the measured thresholds ({', '.join(f'{t.threshold:g}' for t in tests)})"
         )
-    sign = -1 if metric in LOWER_IS_BETTER else 1
+    sign = loss_sign(metric)
     label = _SHOWN[metric][0]
     lines = [f"{label} {_loss_word(metric)} at t={threshold:g} against t={reference:g}, by held-out file"]
     for kind, rows in block_rows(report, block_size).items():

@@ -34,18 +34,10 @@ from tqdm import tqdm
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from decoder.bench.stats import percentile  # noqa: E402
 from lsp_server.protocol import plain  # noqa: E402
 
 URI = "file:///benchmark/sample.py"
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    if not ordered:
-        return float("nan")
-    k = (len(ordered) - 1) * q
-    lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
 
 
 def positions(text: str, count: int) -> list[tuple[int, int]]:

@@ -24,6 +24,7 @@ import sys
 import tarfile
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,7 @@ from decoder.training.sizes import SIZES, model_config
 from decoder.training.trainer import MASK_ID, TrainConfig, Trainer
 
 REPO = Path(__file__).resolve().parents[2]
+Log = Callable[[str], None]
 PART_BYTES = 15 * 1024 * 1024
 # The model must come back in at most 3 parts (with gpu_run.json, recipe.log, train.log and the kernel
 # benchmark: 7 of the 8 files a device call returns), and ship into a working tree that must stay well
@@ -122,7 +124,7 @@ def training_minutes(
     return max(0.5, min(requested, (deadline_s - elapsed_s - reserve_s) / 60))
 
 
-def warm_up(trainer: Trainer, log) -> None:
+def warm_up(trainer: Trainer, log: Log) -> None:
     """Compile (if asked) and run one AR and one joint forward/backward; fall back to eager when compiling
     fails. Out of memory is not a compile failure (eager needs more memory, not less): it is raised."""
     x = trainer.batcher.batch(trainer.cfg.batch_size).to(trainer.device)
@@ -156,7 +158,7 @@ def warm_up(trainer: Trainer, log) -> None:
             trainer.cfg.compile = False  # and the distillation fine-tune, built from this config, does not retry
 
 
-def salvage_export(trainer: Trainer, export_dir: Path, log) -> None:
+def salvage_export(trainer: Trainer, export_dir: Path, log: Log) -> None:
     """After a failed run: export the weights as they are if they are finite (and the device still answers),
     else keep the last export (the end of the AR stage, if it was reached)."""
     try:
@@ -169,7 +171,7 @@ def salvage_export(trainer: Trainer, export_dir: Path, log) -> None:
         log(f"could not export after the failure ({type(exc).__name__}: {exc}): keeping the last export")
 
 
-def distill_stage(args: argparse.Namespace, cfg: TrainConfig, export_dir: Path, log) -> dict[str, Any]:
+def distill_stage(args: argparse.Namespace, cfg: TrainConfig, export_dir: Path, log: Log) -> dict[str, Any]:
     """Self-distillation after the main run (decoder/training/distill.py): the trained model writes greedy
     continuations of training prompts, then a short joint-stage fine-tune mixes them in, so the masked stream
     learns to commit several tokens per step where greedy decoding is predictable. Overwrites `export_dir`."""
@@ -221,7 +223,7 @@ def distill_stage(args: argparse.Namespace, cfg: TrainConfig, export_dir: Path, 
     }
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--out", required=True, type=Path, help="what must come back: model parts, JSON, log")
     p.add_argument("--work", type=Path, default=Path("/tmp/parafill-gpu"), help="scratch (corpus, checkpoint)")
@@ -264,14 +266,11 @@ def main(argv: list[str] | None = None) -> int:
         help="when the device call started (Unix time; default: now): the deadline counts from it, so the "
         "time Python takes to import torch counts too",
     )
-    args = p.parse_args(argv)
+    return p.parse_args(argv)
 
-    out: Path = args.out
-    out.mkdir(parents=True, exist_ok=True)
-    work: Path = args.work
-    work.mkdir(parents=True, exist_ok=True)
-    log_path = out / "recipe.log"
-    t_start = time.time() if args.started_at is None else args.started_at
+
+def recipe_logger(log_path: Path, t_start: float) -> Log:
+    """Prints and appends to recipe.log (which comes back), each line stamped with seconds since the call began."""
 
     def log(msg: str) -> None:
         line = f"[{time.time() - t_start:7.1f}s] {msg}"
@@ -279,63 +278,50 @@ def main(argv: list[str] | None = None) -> int:
         with log_path.open("a") as fh:
             fh.write(line + "\n")
 
-    cuda = torch.cuda.is_available() and not args.tiny
-    device = "cuda" if cuda else "cpu"
-    env = {
+    return log
+
+
+def environment(cuda: bool) -> dict[str, Any]:
+    return {
         "python": sys.version.split()[0],
         "torch": torch.__version__,
         "device": torch.cuda.get_device_name(0) if cuda else f"CPU {platform.machine()}",
         "cuda": torch.version.cuda,
     }
-    log(f"environment {json.dumps(env)}")
-    size_name = "tiny" if args.tiny else args.size
-    weights_mib = fp16_weights_mib(size_name, TextTokenizer.from_folder(args.tokenizer).vocab_size)
-    if weights_mib > MAX_WEIGHTS_MIB:
-        log(
-            f"size {size_name}: {weights_mib:.0f} MiB of fp16 weights could not come back (limit {MAX_WEIGHTS_MIB:.0f})"
-        )
-        return 2
-    if cuda:
-        torch.backends.cuda.matmul.allow_tf32 = True
-        torch.backends.cudnn.allow_tf32 = True
 
-    # 1. corpus ------------------------------------------------------------------------------------
-    t0 = time.time()
+
+def prepare_corpus(args: argparse.Namespace, work: Path, log: Log) -> Path:
+    """The prepared corpus given, or one built from this machine's Python source, minus the shipped model's
+    held-out files."""
     if args.corpus is not None:
-        corpus_dir = args.corpus
-        log(f"using prepared corpus {corpus_dir}")
-    else:
-        corpus_dir = work / "corpus"
-        sha, modules = heldout_sha(args.tokenizer)
-        max_mb = args.max_corpus_mb if args.max_corpus_mb is not None else (0.5 if args.tiny else None)
-        build_corpus(
-            corpus_dir,
-            roots=None,
-            folders=args.source,
-            tokenizer_path=args.tokenizer,
-            heldout_modules=modules,  # exactly these split units: "attrs" is attrs/__init__.py, not all of attrs
-            heldout_sha=sha,
-            max_bytes=None if max_mb is None else int(max_mb * 1e6),
-            sample_bytes=int(args.sample_corpus_mb * 1e6),
-            explain_max_files=100 if args.tiny else 2000,
-            log=log,
-        )
-    corpus_seconds = time.time() - t0
+        log(f"using prepared corpus {args.corpus}")
+        return args.corpus
+    corpus_dir = work / "corpus"
+    sha, modules = heldout_sha(args.tokenizer)
+    max_mb = args.max_corpus_mb if args.max_corpus_mb is not None else (0.5 if args.tiny else None)
+    build_corpus(
+        corpus_dir,
+        roots=None,
+        folders=args.source,
+        tokenizer_path=args.tokenizer,
+        heldout_modules=modules,  # exactly these split units: "attrs" is attrs/__init__.py, not all of attrs
+        heldout_sha=sha,
+        max_bytes=None if max_mb is None else int(max_mb * 1e6),
+        sample_bytes=int(args.sample_corpus_mb * 1e6),
+        explain_max_files=100 if args.tiny else 2000,
+        log=log,
+    )
+    return corpus_dir
 
-    # 2. train -------------------------------------------------------------------------------------
+
+def train_config(args: argparse.Namespace, corpus_dir: Path, work: Path, cuda: bool) -> TrainConfig:
+    """The main run: the asked-for size and budget on the GPU; a tiny model for a few steps with --tiny."""
     if args.tiny:
         size, seq_len, batch, minutes, max_steps = "tiny", 64, 8, None, args.max_steps or 6
     else:
-        size, seq_len, batch, minutes, max_steps = (
-            args.size,
-            args.seq_len,
-            args.batch_size,
-            args.minutes,
-            args.max_steps,
-        )
-    compile_ = args.compile == "on" or (args.compile == "auto" and cuda)
-    export_dir = work / "model"
-    cfg = TrainConfig(
+        size, seq_len, batch = args.size, args.seq_len, args.batch_size
+        minutes, max_steps = args.minutes, args.max_steps
+    return TrainConfig(
         corpus=str(corpus_dir),
         run_dir=str(work / "run"),
         size=size,
@@ -351,19 +337,19 @@ def main(argv: list[str] | None = None) -> int:
         eval_batch=8 if args.tiny else batch,
         checkpoint_every_minutes=1e9,  # one checkpoint at the end: the run is short
         export_every_minutes=1e9,
-        export_dir=str(export_dir),
-        compile=compile_,
+        export_dir=str(work / "model"),
+        compile=args.compile == "on" or (args.compile == "auto" and cuda),
         threads=1 if args.tiny else (2 if not cuda else None),
-        device=device,
+        device="cuda" if cuda else "cpu",
         progress=False,
     )
-    trainer = Trainer(cfg, log=log)
-    cfg = trainer.cfg  # the config as resolved (dtype) and adjusted below: what the numbers and distillation use
-    if cuda:
-        cfg.hardware = env["device"]
-    warm_up(trainer, log)
-    # What must fit after the main run's step time: its evals, exports and final checkpoint, packing, and
-    # distillation (its set, a compile warm-up, the fine-tune). When not all of it fits, the main run comes first.
+
+
+def fit_budget(args: argparse.Namespace, cfg: TrainConfig, t_start: float, log: Log) -> None:
+    """Shrink the main run's budget so that what follows its step time fits before the deadline: its evals,
+    exports and final checkpoint, packing, and distillation (its set, a compile warm-up, the fine-tune). When not
+    all of it fits, the main run comes first."""
+    minutes = cfg.time_budget_minutes
     distill_reserve = 0.0 if args.distill_minutes <= 0 else args.distill_minutes * 60 + DISTILL_OVERHEAD_S
     elapsed = time.time() - t_start
     planned = training_minutes(minutes, elapsed, args.deadline_seconds, distill_reserve + FIT_OVERHEAD_S + PACK_S)
@@ -372,19 +358,20 @@ def main(argv: list[str] | None = None) -> int:
     if planned != minutes:
         log(f"training budget {minutes} -> {planned:.2f} minutes to finish by {args.deadline_seconds:.0f}s")
         cfg.time_budget_minutes = planned
-    t1 = time.time()
-    error = None
-    try:
-        result = trainer.fit()
-    except Exception as exc:  # out of memory, a kernel fault, a bug: bring back what was exported
-        error = f"{type(exc).__name__}: {exc}"
-        log("training failed:\n" + traceback.format_exc(limit=6))
-        result = dict(trainer.metrics)
-        salvage_export(trainer, export_dir, log)
-    train_seconds = time.time() - t1
 
-    # 3. numbers, and the model packed at once: a call killed during distillation still brings it back ---------
-    peak = peak_flops(env["device"]) if cuda else None
+
+def fit_or_salvage(trainer: Trainer, export_dir: Path, log: Log) -> tuple[dict[str, Any], str | None]:
+    """(metrics, error): on out of memory, a kernel fault or a bug, bring back what was exported."""
+    try:
+        return trainer.fit(), None
+    except Exception as exc:
+        log("training failed:\n" + traceback.format_exc(limit=6))
+        salvage_export(trainer, export_dir, log)
+        return dict(trainer.metrics), f"{type(exc).__name__}: {exc}"
+
+
+def stage_numbers(trainer: Trainer, seq_len: int, peak: float | None) -> dict[str, dict[str, Any]]:
+    """Per stage: tokens/s, the FLOPs they stand for, and the share of the GPU's peak (MFU) where it is known."""
     stages = {}
     for stage, st in trainer.stage_stats.items():
         tps = st["tokens"] / max(st["seconds"], 1e-9)
@@ -396,13 +383,103 @@ def main(argv: list[str] | None = None) -> int:
             "achieved_tflops": round(tps * fpt / 1e12, 2),
             "mfu": None if peak is None else round(tps * fpt / peak, 4),
         }
+    return stages
+
+
+def write_outputs(numbers: dict[str, Any], out: Path, export_dir: Path, cfg: TrainConfig, t_start: float) -> None:
+    """gpu_run.json, the packed model and the training log's tail into --out: all that comes back."""
+    numbers["seconds"]["total"] = round(time.time() - t_start, 1)
+    if export_dir.is_dir():
+        numbers["model_parts"] = pack_model(export_dir, out)
+    (out / "gpu_run.json").write_text(json.dumps(numbers, indent=1, default=str) + "\n")
+    train_log = Path(cfg.run_dir) / "train.log"
+    if train_log.is_file():
+        (out / "train.log").write_bytes(train_log.read_bytes()[-4_000_000:])
+
+
+def distill_if_time(
+    args: argparse.Namespace,
+    cfg: TrainConfig,
+    export_dir: Path,
+    numbers: dict[str, Any],
+    t_start: float,
+    log: Log,
+) -> None:
+    """The distillation fine-tune, when asked for and when it fits before the deadline; repacks its model. The
+    main run's model is packed already: a failure here keeps it and says why."""
+    if args.distill_minutes <= 0:
+        return
+    reserve = args.distill_minutes * 60 + DISTILL_OVERHEAD_S + PACK_S
+    left = None if args.deadline_seconds is None else args.deadline_seconds - (time.time() - t_start)
+    if left is not None and left < reserve:
+        log(f"distillation skipped: {left:.0f}s left before the deadline, it needs {reserve:.0f}s")
+        return
+    try:
+        numbers["distill"] = distill_stage(args, cfg, export_dir, log)
+        write_outputs(numbers, args.out, export_dir, cfg, t_start)
+    except Exception as exc:
+        numbers["distill_error"] = f"{type(exc).__name__}: {exc}"
+        log("distillation failed, the main run's model stays:\n" + traceback.format_exc(limit=6))
+        (args.out / "gpu_run.json").write_text(json.dumps(numbers, indent=1, default=str) + "\n")
+
+
+def summary(numbers: dict[str, Any]) -> str:
+    result, distill = numbers["metrics"], numbers["distill"]
+    return (
+        f"done: {numbers['tokens_seen']:,} tokens, val_ar_bpb {result.get('val_ar_bpb', float('nan')):.4f}, "
+        f"val_masked_bpb {result.get('val_masked_bpb', float('nan')):.4f}; "
+        + ", ".join(f"{k} {v['tokens_per_s']:,.0f} tok/s mfu {v['mfu']}" for k, v in numbers["stages"].items())
+        + ("" if distill is None else f"; after distillation val_ar_bpb {distill['metrics'].get('val_ar_bpb'):.4f}")
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    work: Path = args.work
+    work.mkdir(parents=True, exist_ok=True)
+    t_start = time.time() if args.started_at is None else args.started_at
+    log = recipe_logger(out / "recipe.log", t_start)
+
+    cuda = torch.cuda.is_available() and not args.tiny
+    env = environment(cuda)
+    log(f"environment {json.dumps(env)}")
+    size_name = "tiny" if args.tiny else args.size
+    weights_mib = fp16_weights_mib(size_name, TextTokenizer.from_folder(args.tokenizer).vocab_size)
+    if weights_mib > MAX_WEIGHTS_MIB:
+        log(
+            f"size {size_name}: {weights_mib:.0f} MiB of fp16 weights could not come back (limit {MAX_WEIGHTS_MIB:.0f})"
+        )
+        return 2
+    if cuda:
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+
+    t0 = time.time()
+    corpus_dir = prepare_corpus(args, work, log)
+    corpus_seconds = time.time() - t0
+
+    trainer = Trainer(train_config(args, corpus_dir, work, cuda), log=log)
+    cfg = trainer.cfg  # the config as resolved (dtype) and adjusted below: what the numbers and distillation use
+    if cuda:
+        cfg.hardware = env["device"]
+    export_dir = Path(cfg.export_dir)
+    warm_up(trainer, log)
+    fit_budget(args, cfg, t_start, log)
+    t1 = time.time()
+    result, error = fit_or_salvage(trainer, export_dir, log)
+    train_seconds = time.time() - t1
+
+    # The numbers, and the model packed at once: a call killed during distillation still brings it back.
+    peak = peak_flops(env["device"]) if cuda else None
     numbers = {
         "environment": env,
-        "model": {"size": size, "parameters": trainer.model.num_parameters(), **trainer.model.config.to_hf_dict()},
+        "model": {"size": cfg.size, "parameters": trainer.model.num_parameters(), **trainer.model.config.to_hf_dict()},
         "train_config": {k: v for k, v in vars(cfg).items() if not k.startswith("_")},
         "tokens_seen": trainer.tokens,
         "steps": trainer.step,
-        "stages": stages,
+        "stages": stage_numbers(trainer, cfg.seq_len, peak),
         "metrics": result,
         "history": trainer.history,
         "error": error,
@@ -412,39 +489,12 @@ def main(argv: list[str] | None = None) -> int:
         "peak_bf16_flops": peak,
         "unpack": "cat model.tar.part* | tar -x   # -> model/ (HF folder)",
     }
-
-    def write_outputs() -> None:
-        numbers["seconds"]["total"] = round(time.time() - t_start, 1)
-        if export_dir.is_dir():
-            numbers["model_parts"] = pack_model(export_dir, out)
-        (out / "gpu_run.json").write_text(json.dumps(numbers, indent=1, default=str) + "\n")
-        train_log = Path(cfg.run_dir) / "train.log"
-        if train_log.is_file():
-            (out / "train.log").write_bytes(train_log.read_bytes()[-4_000_000:])
-
-    write_outputs()
+    write_outputs(numbers, out, export_dir, cfg, t_start)
     if error is not None:
         log(f"failed: {error}; " + ("the last export came back" if export_dir.is_dir() else "no model to bring back"))
         return 1
-    if args.distill_minutes > 0:
-        left = None if args.deadline_seconds is None else args.deadline_seconds - (time.time() - t_start)
-        if left is None or left >= distill_reserve + PACK_S:
-            try:
-                numbers["distill"] = distill_stage(args, cfg, export_dir, log)
-                write_outputs()
-            except Exception as exc:  # the main run's model is packed already: keep it, say why
-                numbers["distill_error"] = f"{type(exc).__name__}: {exc}"
-                log("distillation failed, the main run's model stays:\n" + traceback.format_exc(limit=6))
-                (out / "gpu_run.json").write_text(json.dumps(numbers, indent=1, default=str) + "\n")
-        else:
-            log(f"distillation skipped: {left:.0f}s left before the deadline, it needs {distill_reserve + PACK_S:.0f}s")
-    distill = numbers["distill"]
-    log(
-        f"done: {trainer.tokens:,} tokens, val_ar_bpb {result.get('val_ar_bpb', float('nan')):.4f}, "
-        f"val_masked_bpb {result.get('val_masked_bpb', float('nan')):.4f}; "
-        + ", ".join(f"{k} {v['tokens_per_s']:,.0f} tok/s mfu {v['mfu']}" for k, v in stages.items())
-        + ("" if distill is None else f"; after distillation val_ar_bpb {distill['metrics'].get('val_ar_bpb'):.4f}")
-    )
+    distill_if_time(args, cfg, export_dir, numbers, t_start, log)
+    log(summary(numbers))
     return 0
 
 

@@ -30,10 +30,11 @@ from decoder.compute_dtype import resolve_compute_dtype
 from decoder.masks import training_mask
 from decoder.model import CausalLM
 from decoder.training import corpus as C
+from decoder.training.card import lineage, model_card, totals
 from decoder.training.curve import CURVE_FILE, curve_points, plot_training_curve
 from decoder.training.distill import DistillRows
 from decoder.training.examples import Batcher, MixConfig, byte_table, eval_windows, newline_table
-from decoder.training.objective import CERTAINTY_TEMPERATURE, ar_loss, block_diffusion_loss, diffusion_targets, noise
+from decoder.training.objective import ar_loss, block_diffusion_loss, diffusion_targets, noise
 from decoder.training.sizes import model_config
 from decoder.training.state import load_checkpoint, save_checkpoint
 from decoder.training.tokenizer_train import SPECIAL_IDS, tokenizer_config
@@ -426,9 +427,8 @@ class Trainer:
             from tqdm import tqdm
 
             bar = tqdm(total=cfg.max_steps, initial=self.step, dynamic_ncols=True, mininterval=2.0)
-        last_eval = last_ckpt = last_export = self.elapsed
-        win_tokens, win_time = 0, 0.0
-        ema: dict[str, float] = {}
+        meter = StepMeter()
+        due = Schedule(self.elapsed)
         stage = self.stage()
         while not self.done():
             if stop.signal is not None:  # between steps: the checkpoint is whole and `--resume` loses nothing
@@ -437,62 +437,24 @@ class Trainer:
                 self.save_checkpoint()
                 self.log(f"stopped by {stop.signal} at step {self.step}: checkpoint saved, continue with --resume")
                 return {"step": self.step, "tokens": self.tokens, "elapsed": self.elapsed, "stopped": stop.signal}
-            t0 = time.perf_counter()
-            out = self.train_step()
-            if self.device.type == "cuda":
-                torch.cuda.synchronize()
-            dt = time.perf_counter() - t0
-            self.elapsed += dt
-            if self.tuner is not None:
-                self.tuner.record(cfg.batch_size * cfg.seq_len, dt, self.log)
-            st = self.stage_stats.setdefault(out["kind"], dict(steps=0, tokens=0, seconds=0.0))
-            st["steps"] += 1
-            st["tokens"] += cfg.batch_size * cfg.seq_len
-            st["seconds"] += dt
-            win_tokens += cfg.batch_size * cfg.seq_len
-            win_time += dt
-            for k in ("loss", "ar", "masked", "certainty"):
-                v = out[k]
-                if not math.isnan(v):
-                    ema[k] = v if k not in ema else 0.95 * ema[k] + 0.05 * v
-            tps = win_tokens / max(win_time, 1e-9)
-            if win_time > 60:
-                win_tokens, win_time = 0, 0.0
+            out, dt = self._timed_step()
+            meter.record(out, cfg.batch_size * cfg.seq_len, dt)
             if bar is not None:
                 bar.update(1)
-                bar.set_postfix(
-                    stage=self.stage(),
-                    loss=f"{ema.get('loss', 0):.3f}",
-                    ar=f"{ema.get('ar', 0):.3f}",
-                    masked=f"{ema.get('masked', float('nan')):.3f}",
-                    tok_s=f"{tps:.0f}",
-                    lr=f"{out['lr']:.1e}",
-                )
+                bar.set_postfix(stage=self.stage(), **meter.postfix(out["lr"]))
             if self.step % 50 == 0:
                 self.log(
-                    f"step {self.step} {self.stage()} loss {ema.get('loss', 0):.4f} ar {ema.get('ar', 0):.4f} "
-                    f"masked {ema.get('masked', float('nan')):.4f} "
-                    + (f"certainty {ema['certainty']:.4f} " if "certainty" in ema else "")
-                    + f"lr {out['lr']:.2e} gnorm {out['grad_norm']:.2f} "
-                    f"tok/s {tps:.0f} tokens {self.tokens:,} elapsed {self.elapsed / 60:.1f}m"
+                    f"step {self.step} {self.stage()} {meter.summary(out)} tokens {self.tokens:,} "
+                    f"elapsed {self.elapsed / 60:.1f}m"
                 )
-                self.metrics["train_tokens_per_s"] = round(tps, 1)
+                self.metrics["train_tokens_per_s"] = round(meter.tokens_per_s, 1)
             if self.stage() != stage:
                 self.log(f"stage {stage} -> {self.stage()} at step {self.step}, {self.tokens:,} tokens")
                 if cfg.export_dir:
                     self._eval_and_export(f"end of {stage} stage")
-                    last_export = last_eval = self.elapsed
+                    due.eval = due.export = self.elapsed
                 stage = self.stage()
-            if self.elapsed - last_eval >= cfg.eval_every_minutes * 60:
-                self._eval()
-                last_eval = self.elapsed
-            if self.elapsed - last_ckpt >= cfg.checkpoint_every_minutes * 60:
-                self.save_checkpoint()
-                last_ckpt = self.elapsed
-            if cfg.export_dir and self.elapsed - last_export >= cfg.export_every_minutes * 60:
-                self.export(cfg.export_dir)
-                self.log(f"exported {cfg.export_dir}")
-                last_export = self.elapsed
+            self._periodic(due)
         if bar is not None:
             bar.close()
         self._eval()
@@ -502,6 +464,37 @@ class Trainer:
             self.log(f"exported {cfg.export_dir}")
         self.log(f"done: step {self.step}, {self.tokens:,} tokens, {self.elapsed / 60:.1f} min")
         return {"step": self.step, "tokens": self.tokens, "elapsed": self.elapsed, **self.metrics}
+
+    def _timed_step(self) -> tuple[dict[str, Any], float]:
+        """One optimizer step, timed (the time budget counts step time only) and added to its stage's figures."""
+        cfg = self.cfg
+        t0 = time.perf_counter()
+        out = self.train_step()
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+        dt = time.perf_counter() - t0
+        self.elapsed += dt
+        if self.tuner is not None:
+            self.tuner.record(cfg.batch_size * cfg.seq_len, dt, self.log)
+        st = self.stage_stats.setdefault(out["kind"], dict(steps=0, tokens=0, seconds=0.0))
+        st["steps"] += 1
+        st["tokens"] += cfg.batch_size * cfg.seq_len
+        st["seconds"] += dt
+        return out, dt
+
+    def _periodic(self, due: Schedule) -> None:
+        """Validation, checkpoint and export, each once its interval of step time has passed since the last."""
+        cfg = self.cfg
+        if self.elapsed - due.eval >= cfg.eval_every_minutes * 60:
+            self._eval()
+            due.eval = self.elapsed
+        if self.elapsed - due.checkpoint >= cfg.checkpoint_every_minutes * 60:
+            self.save_checkpoint()
+            due.checkpoint = self.elapsed
+        if cfg.export_dir and self.elapsed - due.export >= cfg.export_every_minutes * 60:
+            self.export(cfg.export_dir)
+            self.log(f"exported {cfg.export_dir}")
+            due.export = self.elapsed
 
     def _eval(self) -> None:
         t = time.perf_counter()
@@ -520,6 +513,56 @@ class Trainer:
         self.save_checkpoint()
         self.export(self.cfg.export_dir)  # type: ignore[arg-type]
         self.log(f"exported {self.cfg.export_dir} ({why})")
+
+
+class Schedule:
+    """Step time (seconds) of the last validation, checkpoint and export."""
+
+    def __init__(self, now: float) -> None:
+        self.eval = self.checkpoint = self.export = now
+
+
+class StepMeter:
+    """The train loop's running figures: tokens/s over about the last minute of step time, and exponential
+    moving averages of the losses (a single batch's loss is too noisy to read)."""
+
+    WINDOW_S = 60.0
+    LOSSES = ("loss", "ar", "masked", "certainty")
+
+    def __init__(self) -> None:
+        self.ema: dict[str, float] = {}
+        self.tokens_per_s = 0.0
+        self._tokens, self._seconds = 0, 0.0
+
+    def record(self, out: dict[str, Any], tokens: int, seconds: float) -> None:
+        self._tokens += tokens
+        self._seconds += seconds
+        for k in self.LOSSES:
+            v = out[k]
+            if not math.isnan(v):
+                self.ema[k] = v if k not in self.ema else 0.95 * self.ema[k] + 0.05 * v
+        self.tokens_per_s = self._tokens / max(self._seconds, 1e-9)
+        if self._seconds > self.WINDOW_S:
+            self._tokens, self._seconds = 0, 0.0
+
+    def postfix(self, lr: float) -> dict[str, str]:
+        """For the progress bar."""
+        return {
+            "loss": f"{self.ema.get('loss', 0):.3f}",
+            "ar": f"{self.ema.get('ar', 0):.3f}",
+            "masked": f"{self.ema.get('masked', float('nan')):.3f}",
+            "tok_s": f"{self.tokens_per_s:.0f}",
+            "lr": f"{lr:.1e}",
+        }
+
+    def summary(self, out: dict[str, Any]) -> str:
+        """For the log, every 50 steps."""
+        ema = self.ema
+        return (
+            f"loss {ema.get('loss', 0):.4f} ar {ema.get('ar', 0):.4f} masked {ema.get('masked', float('nan')):.4f} "
+            + (f"certainty {ema['certainty']:.4f} " if "certainty" in ema else "")
+            + f"lr {out['lr']:.2e} gnorm {out['grad_norm']:.2f} tok/s {self.tokens_per_s:.0f}"
+        )
 
 
 class StopRequest:
@@ -543,120 +586,6 @@ class StopRequest:
 
     def _note(self, signum: int, frame: object) -> None:
         self.signal = signal.Signals(signum).name
-
-
-def model_card(model: CausalLM, training: dict[str, Any]) -> str:
-    cfg = model.config
-    corpus = training.get("corpus", {})
-    m = training.get("metrics", {})
-    tc = training.get("train_config", {})
-    lines = [
-        "# parafill default model",
-        "",
-        "A small Qwen2-architecture code model trained from scratch by parafill's own training pipeline",
-        "(`decoder/training`): AR next-token pretraining, then the joint block-diffusion objective",
-        "(noisy + clean streams in one forward, masked-token CE + next-token CE), so one set of weights serves",
-        "both the block-diffusion inline-completion decoder and the AR explain decoder.",
-        "",
-        "## Model",
-        f"- parameters: {model.num_parameters():,} (tied embeddings)",
-        f"- hidden {cfg.hidden_size}, layers {cfg.num_hidden_layers}, heads {cfg.num_attention_heads} "
-        f"(kv {cfg.num_key_value_heads}), intermediate {cfg.intermediate_size}, vocab {cfg.vocab_size}",
-        f"- mask token id {cfg.mask_token_id}; special tokens ids 0-7: " + ", ".join(f"`{t}`" for t in SPECIAL_IDS),
-        "- weights: fp16 safetensors; tokenizer: byte-level BPE (`tokenizer.json`), load it with "
-        "`PreTrainedTokenizerFast`, not `AutoTokenizer` (which would pick Qwen2Tokenizer)",
-        "",
-        "## Training",
-        *_tokens_seen_lines(training),
-        f"- tokens per stage (this run): {training.get('stage_tokens', {})}; exported in stage "
-        f"`{training.get('stage', '?')}`"
-        + (" (AR only so far: block-diffusion decoding is untrained)" if training.get("stage") == "ar" else ""),
-        *_distill_lines(training),
-        f"- sequence {tc.get('seq_len')}, batch {tc.get('batch_size')}, lr {tc.get('lr')} (warmup + cosine), "
-        f"AR-only share {tc.get('ar_fraction')}, block sizes {tc.get('block_sizes')}, "
-        f"FIM rate {tc.get('fim_rate')} (SPM/PSM), explain rate {tc.get('explain_rate')}",
-        "",
-        "## Corpus",
-        f"- {corpus.get('files', '?')} Python files after exact dedupe "
-        f"({corpus.get('duplicates_skipped', '?')} duplicates skipped)",
-    ]
-    for name, s in corpus.get("sources", {}).items():
-        lines.append(f"- source {name}: {s['files']} files, {s['bytes'] / 1e6:.1f} MB")
-    for name, s in corpus.get("splits", {}).items():
-        lines.append(f"- split {name}: {s['files']} files, {s['modules']} modules, {s['bytes'] / 1e6:.1f} MB")
-    lines += ["", "## Metrics (validation split: held-out modules)"]
-    for k in ("val_ar_bpb", "val_masked_bpb", "val_ar_loss", "train_tokens_per_s"):
-        if k in m:
-            lines.append(f"- {k}: {m[k]:.4f}" if isinstance(m[k], float) else f"- {k}: {m[k]}")
-    if len(curve_points(training)) >= 2:
-        lines += ["", f"![validation bits per byte over training]({CURVE_FILE})"]
-    lines += ["", "Full numbers: `training.json`.", ""]
-    return "\n".join(lines)
-
-
-def lineage(init_from: str | None) -> dict[str, Any] | None:
-    """The training behind `init_from`'s weights (totals over all earlier runs), from its training.json."""
-    if not init_from:
-        return None
-    path = Path(init_from) / "training.json"
-    prior = json.loads(path.read_text()) if path.is_file() else {}
-    return {
-        "folder": str(init_from),
-        "tokens_seen": prior.get("tokens_seen_total", prior.get("tokens_seen")),
-        "train_minutes": prior.get("train_minutes_total", prior.get("train_minutes")),
-        "runs": prior.get("runs_total", 1 if prior else None),
-        "history": curve_points(prior),
-    }
-
-
-def totals(training: dict[str, Any], lineage: dict[str, Any] | None) -> dict[str, Any]:
-    """This run's numbers added to its lineage's: what the exported weights have seen in all."""
-    if not lineage:
-        return {}
-    init = {k: v for k, v in lineage.items() if k != "history"}
-    if lineage.get("tokens_seen") is None:  # weights of unknown training: no totals to give
-        return {"init": init}
-    runs = (lineage.get("runs") or 1) + 1
-    this_run = [p | {"tokens": lineage["tokens_seen"] + p["tokens"], "run": runs} for p in training.get("history", [])]
-    return {
-        "init": init,
-        "history_total": lineage.get("history", []) + this_run,
-        "tokens_seen_total": lineage["tokens_seen"] + training["tokens_seen"],
-        "train_minutes_total": round((lineage.get("train_minutes") or 0.0) + training["train_minutes"], 1),
-        "runs_total": runs,
-    }
-
-
-def _tokens_seen_lines(training: dict[str, Any]) -> list[str]:
-    this_run = (
-        f"{training['tokens_seen']:,} in {training['steps']:,} steps, {training['train_minutes']} minutes "
-        f"on {training['hardware']}"
-    )
-    if "tokens_seen_total" not in training:
-        return [f"- tokens seen: {this_run}"]
-    return [
-        f"- tokens seen: {training['tokens_seen_total']:,} in all, over {training['runs_total']} runs "
-        f"({training['train_minutes_total']} minutes)",
-        f"- this run: {this_run}, starting from the weights in `{training['init']['folder']}`",
-    ]
-
-
-def _distill_lines(training: dict[str, Any]) -> list[str]:
-    distilled = training.get("stage_tokens", {}).get("distill")
-    if not distilled:
-        return []
-    tc = training.get("train_config", {})
-    lines = [
-        f"- self-distillation (this run): {distilled:,} tokens of joint-stage batches were training prompts followed "
-        f"by a model's own greedy continuation (`{tc.get('distill_set')}`, share {tc.get('distill_rate')}; "
-        "`parafill distill-set`), so that block steps can commit several tokens where greedy decoding is predictable"
-    ]
-    if tc.get("certainty_weight"):
-        lines.append(
-            f"- certainty forcing on those batches: weight {tc['certainty_weight']} on the entropy (temperature "
-            f"{CERTAINTY_TEMPERATURE}) of the masked predictions that were right (after dParallel)"
-        )
-    return lines
 
 
 def default_threads() -> int:

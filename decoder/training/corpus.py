@@ -48,6 +48,7 @@ class SourceFile:
     path: str  # path relative to its root ("<wheel>!<member>" for wheels)
     module: str  # split unit: dotted name of the first two path components ("email.mime", "os")
     text: str = field(repr=False)
+    split: str = ""  # "train", "val" or "unused" (left out of a sampled corpus); set by deduplicate_and_split
 
     @property
     def sha256(self) -> str:
@@ -163,7 +164,7 @@ class Corpus:
     skipped_near_copies: int = 0
 
     def split(self, name: str) -> list[SourceFile]:
-        return [f for f in self.files if f.split == name]  # type: ignore[attr-defined]
+        return [f for f in self.files if f.split == name]
 
 
 def deduplicate_and_split(
@@ -187,7 +188,7 @@ def deduplicate_and_split(
             continue
         seen.add(digest)
         held = digest in heldout_sha or f.module in heldout_modules
-        f.split = "val" if held else split_of(f.module, holdout)  # type: ignore[attr-defined]
+        f.split = "val" if held else split_of(f.module, holdout)
         kept.append(f)
     # A file in train with the same content as one in val is impossible after dedupe, and near-copies are
     # dropped below. The split unit is the module (package.submodule): sibling files may fall on both sides.
@@ -201,12 +202,12 @@ def _distinctive_lines(text: str) -> set[str]:
 
 def drop_near_copies_of_val(files: list[SourceFile]) -> tuple[list[SourceFile], int]:
     """`files` without the train files that are near-copies of a val file (see NEAR_COPY_SHARE), and how many."""
-    val_lines = [_distinctive_lines(f.text) for f in files if f.split == "val"]  # type: ignore[attr-defined]
+    val_lines = [_distinctive_lines(f.text) for f in files if f.split == "val"]
     owners: dict[str, list[int]] = {}
     for i, lines in enumerate(val_lines):
         for line in lines:
             owners.setdefault(line, []).append(i)
-    trains = [f for f in files if f.split == "train"]  # type: ignore[attr-defined]
+    trains = [f for f in files if f.split == "train"]
     train = [(f, _distinctive_lines(f.text) & owners.keys()) for f in trains]
     spread = Counter(line for _, shared in train for line in shared)
     near: set[int] = set()
@@ -226,7 +227,7 @@ def write_manifest(corpus: Corpus, folder: Path, extra: dict | None = None) -> d
             "sha256": f.sha256,
             "bytes": len(f.text.encode("utf-8")),
             "split": f.split,
-        }  # type: ignore[attr-defined]
+        }
         for f in corpus.files
     ]
     summary = manifest_summary(entries, corpus.skipped_duplicates)
@@ -237,7 +238,7 @@ def write_manifest(corpus: Corpus, folder: Path, extra: dict | None = None) -> d
     # The held-out texts themselves, so evaluation does not depend on the source folders still existing.
     with (folder / "val_files.jsonl").open("w", encoding="utf-8") as fh:
         for f in corpus.files:
-            if f.split == "val":  # type: ignore[attr-defined]
+            if f.split == "val":
                 fh.write(json.dumps(asdict(f)) + "\n")
     return summary
 

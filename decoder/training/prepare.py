@@ -60,41 +60,18 @@ def build_corpus(
     train = corpus.split("train")
     val = corpus.split("val")
     if sample_bytes is not None and sum(len(f.text) for f in train) > sample_bytes:
-        # A uniform sample (by content hash) rather than the first files found: a walk in alphabetical
-        # order would otherwise keep `a*` packages and drop torch or transformers.
-        train.sort(key=lambda f: f.sha256)
-        kept, seen = [], 0
-        for f in train:
-            if seen >= sample_bytes:
-                f.split = "unused"  # type: ignore[attr-defined]
-                continue
-            seen += len(f.text)
-            kept.append(f)
-        train = kept
+        train = _sample_train(train, sample_bytes)
         summary = C.write_manifest(corpus, out)
-        log(f"sampled {len(train)} train files ({seen / 1e6:.0f} MB) of the corpus")
+        log(f"sampled {len(train)} train files ({sum(len(f.text) for f in train) / 1e6:.0f} MB) of the corpus")
     if not val and len(train) > 1:
-        # A small corpus may hash no module into validation: hold out one whole module rather than none.
-        module = min(f.module for f in train)
-        val = [f for f in train if f.module == module]
-        train = [f for f in train if f.module != module]
-        for f in val:
-            f.split = "val"  # type: ignore[attr-defined]
+        train, val = _hold_out_one_module(train)
         summary = C.write_manifest(corpus, out)
-        log(f"no module hashed into validation: holding out {module}")
+        log(f"no module hashed into validation: holding out {val[0].module}")
     # Shard order: by content hash, a deterministic shuffle, so any prefix of the stream mixes sources.
     train.sort(key=lambda f: f.sha256)
     tok_file = out / "tokenizer.json"
-    if tokenizer_path is not None:
-        src = Path(tokenizer_path)
-        src_dir = src if src.is_dir() else src.parent
-        tok = Tokenizer.from_file(str(src_dir / "tokenizer.json"))
-        save_tokenizer(tok, out)
-    else:
-        t1 = time.time()
-        tok = train_tokenizer(_sample(train, tokenizer_sample_bytes), vocab_size=vocab_size)
-        save_tokenizer(tok, out)
-        log(f"tokenizer: vocab {tok.get_vocab_size()} trained in {time.time() - t1:.0f}s")
+    tok = _tokenizer_for(train, tokenizer_path, vocab_size, tokenizer_sample_bytes, log)
+    save_tokenizer(tok, out)
     eot = tok.token_to_id(END_OF_TEXT)
     if eot != SPECIAL_IDS[END_OF_TEXT]:
         raise ValueError(f"tokenizer's {END_OF_TEXT} has id {eot}, expected {SPECIAL_IDS[END_OF_TEXT]}")
@@ -123,6 +100,43 @@ def build_corpus(
     # Said last, and only once shards.json (what `parafill train` checks for) is written.
     log(f"corpus ready in {out} ({meta['build_seconds']:.0f}s): parafill train --corpus {out}")
     return meta
+
+
+def _sample_train(train: list[C.SourceFile], sample_bytes: int) -> list[C.SourceFile]:
+    """A uniform sample (by content hash) of about `sample_bytes`, rather than the first files found: a walk in
+    alphabetical order would otherwise keep `a*` packages and drop torch or transformers. The rest is marked
+    unused (the manifest says so)."""
+    train = sorted(train, key=lambda f: f.sha256)
+    kept, seen = [], 0
+    for f in train:
+        if seen >= sample_bytes:
+            f.split = "unused"
+            continue
+        seen += len(f.text)
+        kept.append(f)
+    return kept
+
+
+def _hold_out_one_module(train: list[C.SourceFile]) -> tuple[list[C.SourceFile], list[C.SourceFile]]:
+    """A small corpus may hash no module into validation: hold out one whole module rather than none."""
+    module = min(f.module for f in train)
+    val = [f for f in train if f.module == module]
+    for f in val:
+        f.split = "val"
+    return [f for f in train if f.module != module], val
+
+
+def _tokenizer_for(
+    train: list[C.SourceFile], tokenizer_path: str | Path | None, vocab_size: int, sample_bytes: int, log
+) -> Tokenizer:
+    """The given tokenizer (a tokenizer.json or its folder), or one trained on a sample of the train split."""
+    if tokenizer_path is not None:
+        src = Path(tokenizer_path)
+        return Tokenizer.from_file(str((src if src.is_dir() else src.parent) / "tokenizer.json"))
+    t1 = time.time()
+    tok = train_tokenizer(_sample(train, sample_bytes), vocab_size=vocab_size)
+    log(f"tokenizer: vocab {tok.get_vocab_size()} trained in {time.time() - t1:.0f}s")
+    return tok
 
 
 def _write_examples(tok: Tokenizer, examples: list[str], path: Path) -> dict:

@@ -2,7 +2,8 @@
 // opens a Python file, types, waits for ghost text from the model, accepts it with Tab, saves and reads the file;
 // runs "parafill: Explain Selection" (on a random-weight model, switched to in the Settings editor) and watches
 // the text stream in, and cancels one; is told which languages Explain serves in a text file; restarts a slow-
-// starting server while it starts and explains at once (no false crash, Explain waits); toggles completions from
+// starting server while it starts and explains at once (no false crash, Explain waits); runs a server without
+// parafill/stats (the status bar does not spin forever); toggles completions from
 // the status bar; kills the server and sees it come back with the current settings; breaks the server path and
 // sees the fix offered; checks the page talked only to 127.0.0.1. Saves a
 // screenshot of the ghost text (test-artifacts/ghost-text.png) and prints the median keystroke -> visible ghost
@@ -17,7 +18,9 @@ import {
   ARTIFACTS,
   CLIENT_DIR,
   median,
+  pythonExecutable,
   randomModelFolder,
+  ROOT,
   removeRandomModels,
   serverExecutable,
   sleep,
@@ -33,6 +36,7 @@ const TEXT_FILE = 'notes.txt';
 // Relative paths in the workspace, set as such in the settings: a server that sleeps before it starts, and a
 // link to the test model.
 const SLOW_SERVER = 'bin/slow-parafill';
+const STATSLESS_SERVER = 'bin/statsless-parafill';
 const MODEL_LINK = 'model-link';
 const SOURCE = `"""A small module for the parafill end-to-end test."""
 
@@ -108,6 +112,12 @@ describe('parafill in VS Code (code-server + headless Chromium)', () => {
     fs.writeFileSync(
       path.join(workspace, SLOW_SERVER),
       `#!/bin/sh\n# parafill, 4 s late: time to restart it while it starts\nsleep 4 </dev/null >/dev/null 2>&1\nexec '${serverExecutable()}' "$@"\n`,
+      { mode: 0o755 },
+    );
+    fs.writeFileSync(
+      path.join(workspace, STATSLESS_SERVER),
+      `#!/bin/sh\n# parafill without parafill/stats, as another LSP server would be\n` +
+        `PYTHONPATH='${ROOT}' exec '${pythonExecutable()}' -m tests.lsp.statsless_server "$@"\n`,
       { mode: 0o755 },
     );
     fs.symlinkSync(testModelFolder(), path.join(workspace, MODEL_LINK));
@@ -365,6 +375,35 @@ describe('parafill in VS Code (code-server + headless Chromium)', () => {
     await waitFor(
       async () =>
         ownPathStarts() > startsBefore && server.languageServerPids().length === 1 && (await wb.statusIcon()) === 'codicon-sparkle',
+      120_000,
+      'the server back on its own path',
+      250,
+    );
+  });
+
+  test('a server without parafill/stats: the status bar stops checking the model and shows on', async () => {
+    // The extension polls parafill/stats for the model's state; a server that answers "method not found" is
+    // taken at its word (src/client.ts watchModel -> setModelUnreported) instead of spinning forever.
+    const statsless = path.join(workspace, STATSLESS_SERVER);
+    const starts = (exe) => server.extensionLogLines(`starting ${exe} serve`).length;
+    const running = () => server.extensionLogLines('server running').length;
+    const runningBefore = running();
+    await wb.setSettings([['parafill.server.path', STATSLESS_SERVER]], settingsFile);
+    await wb.press(`${CTRL}+W`);
+    await waitFor(() => starts(statsless) > 0, 20_000, `a start of ${statsless}`, 100);
+    await waitFor(() => running() > runningBefore, 60_000, 'the stats-less server to run', 100);
+    // From here the item shows "checking" (a spinner) until parafill/stats is answered: here, never.
+    await waitFor(async () => (await wb.statusIcon()) === 'codicon-sparkle', 20_000, 'the status bar to show on').catch(
+      async (err) => {
+        throw new Error(`${err.message}: status ${JSON.stringify(await wb.statusText())} (${await wb.statusIcon()})\n${server.extensionLog()}`);
+      },
+    );
+    const startsBefore = starts(serverExecutable());
+    await wb.setSettings([['parafill.server.path', serverExecutable()]], settingsFile);
+    await wb.press(`${CTRL}+W`);
+    await waitFor(
+      async () =>
+        starts(serverExecutable()) > startsBefore && server.languageServerPids().length === 1 && (await wb.statusIcon()) === 'codicon-sparkle',
       120_000,
       'the server back on its own path',
       250,

@@ -23,7 +23,8 @@ export function serverExecutable() {
   return exe;
 }
 
-function pythonExecutable() {
+/** The interpreter of the server's environment: $PARAFILL_PYTHON, else the repository's .venv/bin/python. */
+export function pythonExecutable() {
   return process.env.PARAFILL_PYTHON || path.join(ROOT, '.venv', 'bin', 'python');
 }
 

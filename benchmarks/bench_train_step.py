@@ -1,11 +1,11 @@
-"""Seconds per joint training step on CPU, two variants side by side: bf16 vs fp32 autocast, or eager vs
-`torch.compile`.
+"""Seconds per joint training step on CPU, two variants side by side: bf16 vs fp32 autocast, eager vs
+`torch.compile`, or the dense [2L, 2L] attention mask vs the JointMask the objective uses (decoder/masks.py).
 
 Two trainers start from the same weights in one process; rounds of a few steps alternate between them, so
 machine noise falls on both. Each variant's first steps (warm-up; for `torch.compile`, the compilation) are
 timed apart.
 
-    .venv/bin/python benchmarks/bench_train_step.py --compare dtype|compile [--corpus data/corpus] [--rounds 4]
+    .venv/bin/python benchmarks/bench_train_step.py --compare dtype|compile|mask [--corpus data/corpus] [--rounds 4]
         [--steps-per-round 4] [--threads 2] [--model models/default]
 
 Needs a tokenized corpus (`parafill corpus --out data/corpus --tokenizer models/default/tokenizer.json`).
@@ -23,20 +23,29 @@ import torch
 
 from decoder.compute_dtype import cpu_has_native_bf16
 from decoder.defaults import default_model_dir
+from decoder.masks import joint_training_mask, training_mask
+from decoder.training import objective
 from decoder.training.trainer import TrainConfig, Trainer
 
-# Each comparison: two named variants, as TrainConfig fields over the common base.
+# Each comparison: two named variants, as TrainConfig fields over the common base (fp32).
 COMPARISONS: dict[str, dict[str, dict[str, object]]] = {
     "dtype": {"bf16": {"dtype": "bf16"}, "fp32": {"dtype": "fp32"}},
     "compile": {"eager": {"compile": False}, "compiled": {"compile": True}},
+    "mask": {"dense mask": {"dtype": "auto"}, "joint mask": {"dtype": "auto"}},  # in the dtype training runs in
 }
+# The "mask" variants differ in what the joint objective builds as its attention mask, not in their config.
+MASK_BUILDERS = {"dense mask": training_mask, "joint mask": joint_training_mask}
 
 
-def seconds_per_step(tr: Trainer, steps: int) -> float:
-    started = time.perf_counter()
-    for _ in range(steps):
-        tr.train_step()
-    return (time.perf_counter() - started) / steps
+def seconds_per_step(tr: Trainer, steps: int, variant: str = "") -> float:
+    objective.joint_training_mask = MASK_BUILDERS.get(variant, joint_training_mask)
+    try:
+        started = time.perf_counter()
+        for _ in range(steps):
+            tr.train_step()
+        return (time.perf_counter() - started) / steps
+    finally:
+        objective.joint_training_mask = joint_training_mask  # what the objective uses outside this benchmark
 
 
 def compare(
@@ -50,11 +59,11 @@ def compare(
             for name, fields in variants.items()
         }
         for name, tr in trainers.items():
-            warm = warmup_steps * seconds_per_step(tr, warmup_steps)
+            warm = warmup_steps * seconds_per_step(tr, warmup_steps, name)
             print(f"{name}: first {warmup_steps} steps {warm:.1f} s (warm-up)", flush=True)
         for r in range(rounds):
             for name, tr in trainers.items():
-                times[name].append(seconds_per_step(tr, steps_per_round))
+                times[name].append(seconds_per_step(tr, steps_per_round, name))
             print(f"round {r + 1}: " + ", ".join(f"{n} {t[-1]:.3f} s/step" for n, t in times.items()), flush=True)
     return {name: statistics.median(t) for name, t in times.items()}
 

@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from decoder.config import ModelConfig
+from decoder.masks import JointMask
 
 
 @dataclass
@@ -52,11 +53,20 @@ def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     return x * cos + rotated * sin
 
 
-def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, is_causal: bool, expand_groups: bool) -> Tensor:
+def attention(
+    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | JointMask | None, is_causal: bool, expand_groups: bool
+) -> Tensor:
     """Scaled dot-product attention, grouped-query when k/v have fewer heads than q. `expand_groups` repeats
     the key/value heads instead: on CUDA, flash attention takes no mask and the memory-efficient kernel,
     which does, need not take grouped heads, so a masked pass would fall back to the unfused math kernel
     (every score in memory). The copies cost a few MB; the result is the same."""
+    if isinstance(mask, JointMask):
+        # Training's [noisy ; clean] input: the clean rows as a causal pass over the clean keys, then the noisy
+        # rows with their mask over all keys.
+        L = mask.seq_len
+        clean = attention(q[:, :, L:], k[:, :, L:], v[:, :, L:], None, True, expand_groups=False)
+        noisy = attention(q[:, :, :L], k, v, mask.noisy_rows, False, expand_groups)
+        return torch.cat((noisy, clean), dim=2)
     groups = q.shape[1] // k.shape[1]
     if expand_groups and groups > 1:
         k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
@@ -85,7 +95,7 @@ class Attention(nn.Module):
         x: Tensor,
         cos: Tensor,
         sin: Tensor,
-        attn_mask: Tensor | None,
+        attn_mask: Tensor | JointMask | None,
         kv: LayerKV | None,
         kv_start: int,
     ) -> Tensor:
@@ -165,14 +175,15 @@ class CausalLM(nn.Module):
         self,
         input_ids: Tensor,
         positions: Tensor,
-        attn_mask: Tensor | None = None,
+        attn_mask: Tensor | JointMask | None = None,
         kv: list[LayerKV] | None = None,
         kv_start: int = 0,
     ) -> Tensor:
         """Hidden states [batch, seq, hidden] for `input_ids` [batch, seq] at `positions` [batch, seq].
 
-        attn_mask: bool, True = may attend; [seq, kv_start + seq] or [batch, 1, seq, kv_start + seq].
-        None means causal over this pass alone (training, or a prefill with nothing cached).
+        attn_mask: bool, True = may attend; [seq, kv_start + seq] or [batch, 1, seq, kv_start + seq]; or the
+        block-diffusion training input's JointMask. None means causal over this pass alone (AR training, or a
+        prefill with nothing cached).
         kv: per-layer buffers; this pass's keys/values are written at [kv_start, kv_start + seq).
         """
         x = self.model.embed_tokens(input_ids)

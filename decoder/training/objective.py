@@ -1,8 +1,8 @@
 """Training objectives: AR next-token loss, and the vectorised block-diffusion objective (after BD3-LM).
 
 Block diffusion in ONE forward over [x_t ; x_0] (2L tokens), positions arange(L) for both copies, with
-`masks.training_mask`: a noisy block sees itself bidirectionally and the clean tokens of earlier blocks;
-clean tokens see clean tokens causally (so their keys/values are exactly an AR model's).
+`masks.training_mask` (as a `JointMask`): a noisy block sees itself bidirectionally and the clean tokens of
+earlier blocks; clean tokens see clean tokens causally (so their keys/values are exactly an AR model's).
 Token shift, as at inference: the output at position j predicts token j+1. So
   - token t with in-block offset > 0 is predicted by the NOISY output at t-1 (same block), and is a
     target only where x_t[t] is masked (masked-token CE, mean over those positions);
@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from decoder.masks import training_mask
+from decoder.masks import joint_training_mask
 from decoder.model import CausalLM
 
 # Mask-rate range per block size: small blocks are decoded from mostly-masked states (a block of 4 spends
@@ -108,7 +108,7 @@ def block_diffusion_loss(
     whose targets are the model's own greedy choices: certainty forcing, after dParallel)."""
     B, L = x0.shape
     xt, masked = noise(x0, block_size, mask_id, generator)
-    attn = training_mask(L, block_size, device=x0.device)
+    attn = joint_training_mask(L, block_size, device=x0.device)
     pos = torch.arange(L, device=x0.device).repeat(2).expand(B, 2 * L)
     hidden = model(torch.cat((xt, x0), dim=1), pos, attn_mask=attn)
     h_noisy, h_clean = hidden[:, :L], hidden[:, L:]

@@ -27,7 +27,7 @@ from tokenizers import Tokenizer
 
 from decoder.checkpoint import load_model, save_model
 from decoder.compute_dtype import resolve_compute_dtype
-from decoder.masks import training_mask
+from decoder.masks import joint_training_mask
 from decoder.model import CausalLM
 from decoder.training import corpus as C
 from decoder.training.card import lineage, model_card, totals
@@ -342,7 +342,8 @@ class Trainer:
             xt, masked = noise(x, block, MASK_ID, gen)
             pos2 = torch.arange(L, device=self.device).repeat(2).expand(x.shape[0], 2 * L)
             with self.autocast():
-                h2 = self.model(torch.cat((xt, x), 1), pos2, attn_mask=training_mask(L, block, device=self.device))
+                mask = joint_training_mask(L, block, device=self.device)
+                h2 = self.model(torch.cat((xt, x), 1), pos2, attn_mask=mask)
                 sel = diffusion_targets(masked, block)
                 ml = self.model.logits(h2[:, : L - 1][sel]).float()
             tgt = x[:, 1:][sel]

@@ -10,6 +10,8 @@ import pytest
 import torch
 
 from decoder.compute_dtype import cpu_has_native_bf16, native_bf16_from_cpuinfo, resolve_compute_dtype
+from decoder.masks import joint_training_mask
+from decoder.training import objective as O
 from decoder.training.trainer import Trainer
 from tests.training.test_train import tiny_cfg
 
@@ -58,10 +60,13 @@ def test_trainer_resolves_auto_and_the_run_records_what_ran(tiny_corpus: Path, t
     assert recorded == expected
 
 
-def test_train_step_benchmark_times_both_dtypes(tiny_corpus: Path, tmp_path: Path) -> None:
+def test_train_step_benchmark_times_both_dtypes_and_both_masks(tiny_corpus: Path, tmp_path: Path) -> None:
     spec = importlib.util.spec_from_file_location("bench_train_step", REPO / "benchmarks" / "bench_train_step.py")
     bench = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
     spec.loader.exec_module(bench)  # type: ignore[union-attr]
     base = tiny_cfg(tiny_corpus, tmp_path / "unused", max_steps=10**6)
     medians = bench.compare(base, bench.COMPARISONS["dtype"], rounds=2, steps_per_round=1, warmup_steps=1)
     assert set(medians) == {"bf16", "fp32"} and all(s > 0 for s in medians.values())
+    medians = bench.compare(base, bench.COMPARISONS["mask"], rounds=1, steps_per_round=1, warmup_steps=1)
+    assert set(medians) == {"dense mask", "joint mask"} and all(s > 0 for s in medians.values())
+    assert O.joint_training_mask is joint_training_mask  # put back for the rest of the process

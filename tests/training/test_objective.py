@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import torch
 
-from decoder.masks import training_mask
+from decoder.masks import JointMask, joint_training_mask, training_mask
+from decoder.model import CausalLM
 from decoder.training import objective as O
+from decoder.training.sizes import model_config
 
 
 def test_training_mask_small_case_by_hand() -> None:
@@ -25,6 +27,29 @@ def test_training_mask_small_case_by_hand() -> None:
         dtype=torch.bool,
     )
     assert torch.equal(training_mask(4, 2), expected)
+
+
+def test_the_joint_mask_is_the_training_mask_and_attends_the_same() -> None:
+    for L, block in ((4, 2), (16, 4), (64, 8)):
+        assert torch.equal(joint_training_mask(L, block).dense(), training_mask(L, block))
+    # The model with the structured mask (the clean rows run as a causal pass) against the dense mask: the same
+    # hidden states and the same gradients, grouped-query heads included.
+    torch.manual_seed(0)
+    model = CausalLM(model_config("tiny", 64))
+    L, block = 32, 8
+    ids = torch.randint(6, 64, (3, 2 * L))
+    pos = torch.arange(L).repeat(2).expand(3, 2 * L)
+    results = []
+    for mask in (training_mask(L, block), joint_training_mask(L, block)):
+        model.zero_grad()
+        hidden = model(ids, pos, attn_mask=mask)
+        hidden.square().mean().backward()
+        results.append((hidden.detach(), [p.grad.clone() for p in model.parameters()]))
+    (dense_h, dense_g), (joint_h, joint_g) = results
+    assert model.config.num_key_value_heads < model.config.num_attention_heads
+    torch.testing.assert_close(joint_h, dense_h, rtol=1e-5, atol=1e-6)
+    for a, b in zip(joint_g, dense_g, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
 
 
 def test_diffusion_targets_follow_the_token_shift() -> None:
@@ -78,7 +103,7 @@ def test_one_forward_over_noisy_and_clean_with_shared_positions() -> None:
     ids, pos, mask = probe.seen["ids"], probe.seen["pos"], probe.seen["mask"]
     assert ids.shape == (1, 2 * L) and torch.equal(ids[0, L:], x0[0])
     assert torch.equal(pos[0], torch.arange(L).repeat(2))
-    assert torch.equal(mask, training_mask(L, block))
+    assert isinstance(mask, JointMask) and torch.equal(mask.dense(), training_mask(L, block))
     # Every scored noisy prediction came from row t-1 of the noisy copy: loss ~0.
     assert out.n_masked > 0 and out.masked.item() < 1e-3
     # The clean stream predicts every token from rows L..2L-2, whose "logits" say L+j != x0[j+1]: loss big.

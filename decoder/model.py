@@ -62,9 +62,10 @@ def attention(
     (every score in memory). The copies cost a few MB; the result is the same."""
     if isinstance(mask, JointMask):
         # Training's [noisy ; clean] input: the clean rows as a causal pass over the clean keys, then the noisy
-        # rows with their mask over all keys.
+        # rows with their mask over all keys. On CUDA both with the key/value heads repeated, as for any mask:
+        # then every fused kernel can take them.
         L = mask.seq_len
-        clean = attention(q[:, :, L:], k[:, :, L:], v[:, :, L:], None, True, expand_groups=False)
+        clean = attention(q[:, :, L:], k[:, :, L:], v[:, :, L:], None, True, expand_groups)
         noisy = attention(q[:, :, :L], k, v, mask.noisy_rows, False, expand_groups)
         return torch.cat((noisy, clean), dim=2)
     groups = q.shape[1] // k.shape[1]

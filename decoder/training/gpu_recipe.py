@@ -345,12 +345,18 @@ def train_config(args: argparse.Namespace, corpus_dir: Path, work: Path, cuda: b
     )
 
 
+def distill_seconds(args: argparse.Namespace) -> float:
+    """What the distillation stage needs after the main run: its set, a compile warm-up and the fine-tune (0: none
+    asked for)."""
+    return 0.0 if args.distill_minutes <= 0 else args.distill_minutes * 60 + DISTILL_OVERHEAD_S
+
+
 def fit_budget(args: argparse.Namespace, cfg: TrainConfig, t_start: float, log: Log) -> None:
     """Shrink the main run's budget so that what follows its step time fits before the deadline: its evals,
     exports and final checkpoint, packing, and distillation (its set, a compile warm-up, the fine-tune). When not
     all of it fits, the main run comes first."""
     minutes = cfg.time_budget_minutes
-    distill_reserve = 0.0 if args.distill_minutes <= 0 else args.distill_minutes * 60 + DISTILL_OVERHEAD_S
+    distill_reserve = distill_seconds(args)
     elapsed = time.time() - t_start
     planned = training_minutes(minutes, elapsed, args.deadline_seconds, distill_reserve + FIT_OVERHEAD_S + PACK_S)
     if planned != minutes and distill_reserve:
@@ -409,7 +415,7 @@ def distill_if_time(
     main run's model is packed already: a failure here keeps it and says why."""
     if args.distill_minutes <= 0:
         return
-    reserve = args.distill_minutes * 60 + DISTILL_OVERHEAD_S + PACK_S
+    reserve = distill_seconds(args) + PACK_S
     left = None if args.deadline_seconds is None else args.deadline_seconds - (time.time() - t_start)
     if left is not None and left < reserve:
         log(f"distillation skipped: {left:.0f}s left before the deadline, it needs {reserve:.0f}s")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 from decoder.training.cli import add_distill_arguments, add_train_arguments, run_distill, run_train
@@ -62,11 +63,30 @@ def run_train_command(args: argparse.Namespace) -> int:
         raise UserError(f"--distill-rate {args.distill_rate}: give a share between 0 and 1")
     if args.init_from and not Path(args.init_from, "config.json").is_file():
         raise UserError(f"--init-from {args.init_from}: no config.json there")
+    if args.grow_layers is not None:
+        _check_growth(args)
     if args.max_steps is None and args.time_budget_minutes is None:
         raise UserError("give --max-steps or --time-budget-minutes")
     check_output_folder(args.run, "--run")
     check_output_folder(args.export, "--export")
     return run_train(args)
+
+
+def _check_growth(args: argparse.Namespace) -> None:
+    if not args.init_from:
+        raise UserError("--grow-layers grows the --init-from model: give --init-from")
+    if args.resume:
+        return  # the run's checkpoint already has the grown depth; the trainer grows again before loading it
+    try:
+        layers = json.loads(Path(args.init_from, "config.json").read_text()).get("num_hidden_layers")
+    except (OSError, ValueError, AttributeError) as exc:
+        raise UserError(f"--init-from {args.init_from}: config.json is unreadable ({exc})") from exc
+    if not isinstance(layers, int) or args.grow_layers < layers:
+        raise UserError(
+            f"--grow-layers {args.grow_layers}: the --init-from model has {layers} layers; give at least that"
+        )
+    if args.grown_lr_scale <= 0:
+        raise UserError(f"--grown-lr-scale {args.grown_lr_scale}: give a positive multiplier")
 
 
 def run_distill_command(args: argparse.Namespace) -> int:

@@ -40,6 +40,7 @@ def model_card(model: CausalLM, training: dict[str, Any]) -> str:
         f"`{training.get('stage', '?')}`"
         + (" (AR only so far: block-diffusion decoding is untrained)" if training.get("stage") == "ar" else ""),
         *_distill_lines(training),
+        *_growth_lines(tc),
         f"- sequence {tc.get('seq_len')}, batch {tc.get('batch_size')}, lr {tc.get('lr')} (warmup + cosine), "
         f"AR-only share {tc.get('ar_fraction')}, block sizes {tc.get('block_sizes')}, "
         f"FIM rate {tc.get('fim_rate')} (SPM/PSM), explain rate {tc.get('explain_rate')}",
@@ -60,6 +61,16 @@ def model_card(model: CausalLM, training: dict[str, Any]) -> str:
         lines += ["", f"![validation bits per byte over training]({CURVE_FILE})"]
     lines += ["", "Full numbers: `training.json`.", ""]
     return "\n".join(lines)
+
+
+def _growth_lines(tc: dict[str, Any]) -> list[str]:
+    if not tc.get("grow_layers"):
+        return []
+    return [
+        f"- grown to {tc['grow_layers']} layers from the `init_from` model at the start of this run "
+        "(`decoder/training/grow.py`: each added layer a copy of the one below with its residual outputs zeroed), "
+        f"the added layers trained at {tc.get('grown_lr_scale')}x the learning rate"
+    ]
 
 
 def lineage(init_from: str | None) -> dict[str, Any] | None:

@@ -60,6 +60,18 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=d.seed)
     parser.add_argument("--init-from", default=None, help="start from this model folder's weights")
     parser.add_argument(
+        "--grow-layers",
+        type=int,
+        default=None,
+        help="grow the --init-from model to this many layers first; it computes the same until trained",
+    )
+    parser.add_argument(
+        "--grown-lr-scale",
+        type=float,
+        default=d.grown_lr_scale,
+        help="learning-rate multiplier of the layers --grow-layers adds",
+    )
+    parser.add_argument(
         "--distill-set",
         default=None,
         help="folder from `parafill distill-set`: mix self-distillation rows into the joint stage",
@@ -102,6 +114,8 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         device=args.device,
         seed=args.seed,
         init_from=args.init_from,
+        grow_layers=args.grow_layers,
+        grown_lr_scale=args.grown_lr_scale,
         distill_set=args.distill_set,
         distill_rate=args.distill_rate,
         certainty_weight=args.certainty_weight,

@@ -34,6 +34,7 @@ from decoder.training.card import lineage, model_card, totals
 from decoder.training.curve import CURVE_FILE, curve_points, plot_training_curve
 from decoder.training.distill import DistillRows
 from decoder.training.examples import Batcher, MixConfig, byte_table, eval_windows, newline_table
+from decoder.training.grow import added_parameter_names, grow_depth
 from decoder.training.objective import ar_loss, block_diffusion_loss, diffusion_targets, noise
 from decoder.training.sizes import model_config
 from decoder.training.state import load_checkpoint, save_checkpoint
@@ -73,6 +74,10 @@ class TrainConfig:
     device: str = "cpu"
     seed: int = 0
     init_from: str | None = None
+    # Grow the init_from model to this many layers before training (decoder/training/grow.py); the added
+    # layers learn at grown_lr_scale times the rate of the others.
+    grow_layers: int | None = None
+    grown_lr_scale: float = 10.0
     distill_set: str | None = None  # folder from `parafill distill-set`: self-distillation rows for the joint stage
     distill_rate: float = 0.5  # share of joint-stage batches taken from the distill set
     # Certainty forcing on distill batches: weight of the entropy of right masked predictions (0: off)
@@ -113,10 +118,20 @@ def init_weights(model: CausalLM) -> None:
             torch.nn.init.normal_(p, 0.0, 0.02)
 
 
-def make_optimizer(model: CausalLM, cfg: TrainConfig) -> torch.optim.AdamW:
-    decay = [p for n, p in model.named_parameters() if p.ndim >= 2]
-    no_decay = [p for n, p in model.named_parameters() if p.ndim < 2]
-    groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+def make_optimizer(model: CausalLM, cfg: TrainConfig, added: frozenset[str] = frozenset()) -> torch.optim.AdamW:
+    """AdamW, weight decay on matrices only. Parameters named in `added` (a grown model's new layers) get
+    their own groups with `lr_scale` = cfg.grown_lr_scale; train_step multiplies each group's rate by it."""
+    groups = []
+    for names_added, lr_scale in ((False, 1.0), (True, cfg.grown_lr_scale)):
+        params = [(n, p) for n, p in model.named_parameters() if (n in added) == names_added]
+        if not params:
+            continue
+        decay = [p for _, p in params if p.ndim >= 2]
+        no_decay = [p for _, p in params if p.ndim < 2]
+        groups += [
+            {"params": decay, "weight_decay": cfg.weight_decay, "lr_scale": lr_scale},
+            {"params": no_decay, "weight_decay": 0.0, "lr_scale": lr_scale},
+        ]
     fused = cfg.device.startswith("cuda")
     return torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, 0.95), eps=1e-8, fused=fused)
 
@@ -202,17 +217,25 @@ class Trainer:
         vocab = self.tokenizer.get_vocab_size()
         # What the starting weights had been through, read now: a continued run often ships over its init folder.
         self.lineage = lineage(cfg.init_from)
+        added: set[str] = set()
         if cfg.init_from:
             self.model = load_model(cfg.init_from, dtype=torch.float32)
             if self.model.config.vocab_size != vocab:
                 raise ValueError(
                     f"--init-from model has vocab {self.model.config.vocab_size}, corpus tokenizer {vocab}"
                 )
+            if cfg.grow_layers and cfg.grow_layers != self.model.config.num_hidden_layers:
+                old_layers = self.model.config.num_hidden_layers
+                self.model, added_layers = grow_depth(self.model, cfg.grow_layers)
+                added = added_parameter_names(self.model, added_layers)
+                self.log(f"grew {old_layers} layers to {cfg.grow_layers} (new: {added_layers})")
+        elif cfg.grow_layers:
+            raise ValueError("--grow-layers grows the --init-from model: give --init-from")
         else:
             self.model = CausalLM(model_config(cfg.size, vocab, max_positions=max(4096, cfg.seq_len)))
             init_weights(self.model)
         self.model.to(self.device).train()
-        self.opt = make_optimizer(self.model, cfg)
+        self.opt = make_optimizer(self.model, cfg, frozenset(added))
         self.step = 0
         self.tokens = 0
         self.elapsed = 0.0
@@ -279,7 +302,7 @@ class Trainer:
         stage = self.stage()
         lr = lr_at(cfg, self.step, self.progress())
         for g in self.opt.param_groups:
-            g["lr"] = lr
+            g["lr"] = lr * g.get("lr_scale", 1.0)
         kind, ar_scored, certainty_weight = stage, None, 0.0
         if stage == "joint" and self.distill is not None and self.np_rng.random() < cfg.distill_rate:
             kind = "distill"

@@ -445,7 +445,9 @@ class Trainer:
     def _fit(self, stop: StopRequest) -> dict[str, Any]:
         cfg = self.cfg
         n_params = self.model.num_parameters()
-        self.log(f"model {cfg.size}: {n_params / 1e6:.2f}M parameters; config {json.dumps(asdict(cfg))}")
+        # --size shapes fresh runs only; a continued (or grown) run has its init model's shape.
+        shape = f"{self.model.config.num_hidden_layers} layers" if cfg.init_from else cfg.size
+        self.log(f"model {shape}: {n_params / 1e6:.2f}M parameters; config {json.dumps(asdict(cfg))}")
         bar = None
         if cfg.progress:
             from tqdm import tqdm

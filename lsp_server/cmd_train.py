@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
+from decoder.checkpoint import CheckpointError, read_config
 from decoder.training.cli import add_distill_arguments, add_train_arguments, run_distill, run_train
 from decoder.training.prepare import add_corpus_arguments, run_corpus
 from lsp_server.cmd_paths import check_output_folder
@@ -78,10 +78,10 @@ def _check_growth(args: argparse.Namespace) -> None:
     if args.resume:
         return  # the run's checkpoint already has the grown depth; the trainer grows again before loading it
     try:
-        layers = json.loads(Path(args.init_from, "config.json").read_text()).get("num_hidden_layers")
-    except (OSError, ValueError, AttributeError) as exc:
-        raise UserError(f"--init-from {args.init_from}: config.json is unreadable ({exc})") from exc
-    if not isinstance(layers, int) or args.grow_layers < layers:
+        layers = read_config(Path(args.init_from)).num_hidden_layers
+    except CheckpointError as exc:
+        raise UserError(f"--init-from {args.init_from}: {exc}") from exc
+    if args.grow_layers < layers:
         raise UserError(
             f"--grow-layers {args.grow_layers}: the --init-from model has {layers} layers; give at least that"
         )

@@ -47,8 +47,7 @@ def grow_depth(model: CausalLM, num_layers: int) -> tuple[CausalLM, list[int]]:
     untouched), and the indices of the added layers in it. Each added layer copies the one before it, zeroed
     as in `zero_residual_outputs`: a copy rather than fresh weights so its norms and projections start at a
     trained scale."""
-    old = list(model.model.layers)
-    after = new_layer_positions(len(old), num_layers)
+    after = new_layer_positions(len(model.model.layers), num_layers)
     grown = copy.deepcopy(model)
     layers: list[DecoderLayer] = []
     added: list[int] = []

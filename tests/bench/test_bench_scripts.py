@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -34,3 +35,17 @@ def test_bench_lookup_compares_drafts_with_plain_ar(tiny_model_dir, tmp_path):
 def test_bench_prompt_tail_and_cpu_dtype_run(tiny_model_dir):
     assert "p50" in _run("bench_prompt_tail.py", "--model", str(tiny_model_dir), "--tasks", "2", "--repeats", "1")
     assert "bf16" in _run("bench_cpu_dtype.py", "--model", str(tiny_model_dir), "--tasks", "2", "--ar-tokens", "8")
+
+
+def test_bench_models_pairs_two_folders(tiny_model_dir, tmp_path):
+    """The same weights in two folders: every completion and pass count agrees, whatever the timings."""
+    copy = tmp_path / "copy"
+    shutil.copytree(tiny_model_dir, copy)
+    out = tmp_path / "models.json"
+    printed = _run("bench_models.py", str(tiny_model_dir), str(copy), "--tasks", "3", "--json", str(out))
+    report = json.loads(out.read_text())
+    assert report["tasks"] == 3 and report["same"] == 3
+    assert report["ratio"]["forward_passes"] == report["ratio"]["tokens"] == 1.0
+    first = report["medians"][str(tiny_model_dir)]
+    assert first["cold_ms"] > 0 and first["keystroke_ms"] > 0 and first["ms_per_forward"] > 0
+    assert "identical completions: 3/3" in printed

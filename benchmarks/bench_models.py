@@ -6,7 +6,9 @@ with the same document less the character before the cursor). The models alterna
 so machine noise falls on both; medians are reported with the second/first ratio. Milliseconds per forward
 pass is the cost of the model alone; whole-request latency also moves with how many passes each model needs.
 
-    .venv/bin/python benchmarks/bench_models.py MODEL_A MODEL_B [--tasks 40] [--threads 1] [--json OUT]
+    .venv/bin/python benchmarks/bench_models.py MODEL_A MODEL_B [--tasks 40] [--json OUT]
+
+Each engine runs on the thread count it is served with (decoder.engine: one thread below 50M parameters).
 """
 
 from __future__ import annotations
@@ -63,11 +65,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("models", nargs=2, help="two model folders (Hugging Face format)")
     parser.add_argument("--tasks", type=int, default=40)
-    parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--json", help="write the figures here")
     args = parser.parse_args()
 
-    torch.set_num_threads(args.threads)
     names = [str(Path(m)) for m in args.models]
     if names[0] == names[1]:
         parser.error("name two different model folders")
@@ -100,7 +100,8 @@ def main() -> None:
     same = sum(a == b for a, b in zip(texts[first], texts[second], strict=True))
     print(f"identical completions: {same}/{len(tasks)}")
     if args.json:
-        report = {"tasks": len(tasks), "threads": args.threads, "medians": medians, "ratio": ratio, "same": same}
+        threads = torch.get_num_threads()  # as the engines set it on load (the served count)
+        report = {"tasks": len(tasks), "threads": threads, "medians": medians, "ratio": ratio, "same": same}
         Path(args.json).write_text(json.dumps(report, indent=1) + "\n")
 
 

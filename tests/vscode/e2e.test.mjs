@@ -420,6 +420,29 @@ describe('parafill in VS Code (code-server + headless Chromium)', () => {
   });
 
   /**
+   * Wait (at most 5 s) until the status bar item's text has not changed for 600 ms. Why: with the machine
+   * loaded (an eval beside the suite) clicks were lost while the item re-rendered (its latency figure or the
+   * model's state updating).
+   */
+  async function statusSteady() {
+    let last = await wb.statusText();
+    let since = Date.now();
+    await waitFor(
+      async () => {
+        const now = await wb.statusText();
+        if (now !== last) {
+          last = now;
+          since = Date.now();
+        }
+        return Date.now() - since >= 600;
+      },
+      5_000,
+      'the status bar item to stop changing',
+      100,
+    ).catch(() => console.log(`the status bar item kept changing for 5 s (now ${JSON.stringify(last)}); clicking anyway`));
+  }
+
+  /**
    * Click the status bar item to turn completions on or off; the icon must follow at once (src/statusView.ts) and
    * settings.json must hold the value. A click that did not reach the toggle command (no log line, no setting
    * written, icon unchanged) is tried again, and the log says so. Why: in 1 CI run and 1 of 7 runs here the icon
@@ -437,6 +460,7 @@ describe('parafill in VS Code (code-server + headless Chromium)', () => {
       `status ${JSON.stringify(await wb.statusText())} (${await wb.statusIcon()}), parafill.enable = ` +
       `${server.readSettings()?.['parafill.enable']}, notifications ${JSON.stringify(await wb.page.locator('.notification-list-item').allInnerTexts())}`;
     for (let attempt = 1; ; attempt++) {
+      await statusSteady();
       await wb.statusItem().click();
       if (await waitFor(reached, 3_000, 'the toggle command', 100).catch(() => false)) {
         if (attempt > 1) {

@@ -420,26 +420,29 @@ describe('parafill in VS Code (code-server + headless Chromium)', () => {
   });
 
   /**
-   * Wait (at most 5 s) until the status bar item's text has not changed for 600 ms. Why: with the machine
-   * loaded (an eval beside the suite) clicks were lost while the item re-rendered (its latency figure or the
-   * model's state updating).
+   * Wait until the status bar item shows `icon` and its text has not changed for 600 ms. Why: a click on the item
+   * toggles only in the "on" and "off" states; while it spins (server starting, model being checked or loaded) it
+   * shows the log (src/statusView.ts). With the machine loaded (an eval beside the suite) the item went from the
+   * sparkle back to its spinner after the previous test; at least the first two of 3 clicks landed there, lost.
    */
-  async function statusSteady() {
-    let last = await wb.statusText();
+  async function statusSteadyAt(icon) {
+    let last;
     let since = Date.now();
     await waitFor(
       async () => {
-        const now = await wb.statusText();
+        const now = `${await wb.statusIcon()} ${await wb.statusText()}`;
         if (now !== last) {
           last = now;
           since = Date.now();
         }
-        return Date.now() - since >= 600;
+        return now.startsWith(`${icon} `) && Date.now() - since >= 600;
       },
-      5_000,
-      'the status bar item to stop changing',
+      30_000,
+      `the status bar item to show ${icon} and stop changing`,
       100,
-    ).catch(() => console.log(`the status bar item kept changing for 5 s (now ${JSON.stringify(last)}); clicking anyway`));
+    ).catch((err) => {
+      throw new Error(`${err.message}: last seen ${JSON.stringify(last)}\n${server.extensionLog()}`);
+    });
   }
 
   /**
@@ -459,8 +462,9 @@ describe('parafill in VS Code (code-server + headless Chromium)', () => {
     const state = async () =>
       `status ${JSON.stringify(await wb.statusText())} (${await wb.statusIcon()}), parafill.enable = ` +
       `${server.readSettings()?.['parafill.enable']}, notifications ${JSON.stringify(await wb.page.locator('.notification-list-item').allInnerTexts())}`;
+    const clickable = enabled ? 'codicon-circle-slash' : 'codicon-sparkle';
     for (let attempt = 1; ; attempt++) {
-      await statusSteady();
+      await statusSteadyAt(clickable);
       await wb.statusItem().click();
       if (await waitFor(reached, 3_000, 'the toggle command', 100).catch(() => false)) {
         if (attempt > 1) {

@@ -83,7 +83,20 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
         default=d.certainty_weight,
         help="certainty forcing on distill batches: weight of the entropy of right masked predictions (0: off)",
     )
+    parser.add_argument(
+        "--schedule",
+        default=d.schedule,
+        choices=("cosine", "wsd"),
+        help="learning rate after warmup: cosine over the run, or wsd: the peak rate, then cosine over the last "
+        "--decay-fraction (the state where the decay begins is kept in RUN/checkpoint-stable)",
+    )
+    parser.add_argument("--decay-fraction", type=float, default=d.decay_fraction, help="wsd: share of the run decaying")
     parser.add_argument("--resume", action="store_true", help="continue from RUN/checkpoint")
+    parser.add_argument(
+        "--resume-stable",
+        action="store_true",
+        help="continue from RUN/checkpoint-stable, a wsd run before its decay (implies --resume; give a longer budget)",
+    )
     parser.add_argument("--no-progress", action="store_true")
 
 
@@ -119,7 +132,10 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         distill_set=args.distill_set,
         distill_rate=args.distill_rate,
         certainty_weight=args.certainty_weight,
-        resume=args.resume,
+        schedule=args.schedule,
+        decay_fraction=args.decay_fraction,
+        resume=args.resume or args.resume_stable,
+        resume_stable=args.resume_stable,
         progress=not args.no_progress,
     )
 

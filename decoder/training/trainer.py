@@ -1,7 +1,8 @@
 """Train loop: AdamW, warmup + cosine, grad clip, bf16 autocast, periodic validation, checkpoints, export.
 
 Schedule. Progress p in [0, 1] is the larger of step/max_steps and elapsed/time_budget, so a run bounded
-by wall-clock time still anneals its learning rate to the end. Stage by progress: p < ar_fraction trains
+by wall-clock time still anneals its learning rate to the end: cosine over the whole run, or (wsd) the peak
+rate until the last decay_fraction, with the state at the start of the decay kept for a later, longer run. Stage by progress: p < ar_fraction trains
 AR only (causal next-token on x_0: one L-token forward), the rest trains the joint block-diffusion
 objective (a 2L-token forward: masked CE + next-token CE). This is how Fast-dLLM v2 turns an AR model into
 a block-diffusion one, and on a CPU it buys about twice the tokens for the first stage.
@@ -52,6 +53,11 @@ class TrainConfig:
     batch_size: int = 16
     lr: float = 2e-3
     min_lr_ratio: float = 0.1
+    # "cosine": warmup, then cosine to min_lr_ratio over the run. "wsd" (warmup-stable-decay): the peak rate until
+    # the last decay_fraction of the run, then cosine down; RUN/checkpoint-stable keeps the state where the decay
+    # began, so a later run continues the stable phase (resume_stable) instead of re-warming annealed weights.
+    schedule: str = "cosine"
+    decay_fraction: float = 0.2
     warmup_steps: int = 100
     weight_decay: float = 0.1
     grad_clip: float = 1.0
@@ -83,6 +89,7 @@ class TrainConfig:
     # Certainty forcing on distill batches: weight of the entropy of right masked predictions (0: off)
     certainty_weight: float = 0.0
     resume: bool = False
+    resume_stable: bool = False  # with resume: continue from RUN/checkpoint-stable (a wsd run before its decay)
     progress: bool = True
     hardware: str = field(default_factory=lambda: cpu_name())
 
@@ -97,10 +104,21 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
+SCHEDULES = ("cosine", "wsd")
+STABLE_CHECKPOINT = "checkpoint-stable"
+
+
+def decay_start(cfg: TrainConfig) -> float:
+    """Progress at which the learning rate starts to fall: 0 for cosine, 1 - decay_fraction for wsd."""
+    return 1.0 - cfg.decay_fraction if cfg.schedule == "wsd" else 0.0
+
+
 def lr_at(cfg: TrainConfig, step: int, progress: float) -> float:
     if step < cfg.warmup_steps:
         return cfg.lr * (step + 1) / cfg.warmup_steps
-    cos = 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
+    start = decay_start(cfg)
+    into_decay = max(0.0, min(1.0, progress) - start) / (1.0 - start)
+    cos = 0.5 * (1 + math.cos(math.pi * into_decay))
     return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * cos)
 
 
@@ -186,6 +204,12 @@ class ThreadTuner:
 class Trainer:
     def __init__(self, cfg: TrainConfig, log: Callable[[str], None] | None = None) -> None:
         cfg = replace(cfg, dtype=resolve_compute_dtype(cfg.dtype, cfg.device))  # the card records what ran
+        if cfg.schedule not in SCHEDULES:
+            raise ValueError(f"schedule {cfg.schedule!r}: use one of {', '.join(SCHEDULES)}")
+        if not 0 < cfg.decay_fraction <= 1:
+            raise ValueError(f"decay_fraction {cfg.decay_fraction}: give a share of the run in (0, 1]")
+        if cfg.resume_stable and not cfg.resume:
+            raise ValueError("resume_stable continues a run: give resume as well")
         self.cfg = cfg
         self.run = Path(cfg.run_dir)
         self.run.mkdir(parents=True, exist_ok=True)
@@ -245,11 +269,12 @@ class Trainer:
         self.gen = torch.Generator(device=self.device)
         self.gen.manual_seed(cfg.seed)
         if cfg.resume:
-            ckpt = self.run / "checkpoint"
-            if not ckpt.is_dir() and (self.run / "checkpoint.old").is_dir():
-                ckpt = self.run / "checkpoint.old"  # a save stopped between its two renames
+            name = STABLE_CHECKPOINT if cfg.resume_stable else "checkpoint"
+            ckpt = self.run / name
+            if not ckpt.is_dir() and (self.run / f"{name}.old").is_dir():
+                ckpt = self.run / f"{name}.old"  # a save stopped between its two renames
             if not ckpt.is_dir():
-                raise FileNotFoundError(f"--resume: {self.run} has no checkpoint to resume from")
+                raise FileNotFoundError(f"--resume: {self.run} has no {name} to resume from")
             body = load_checkpoint(ckpt, self.model, self.opt, self.np_rng, self.gen)
             if not body["noise_restored"]:
                 self.gen.manual_seed(cfg.seed + body["step"])  # an older checkpoint: fresh noise, as it was then
@@ -258,6 +283,8 @@ class Trainer:
             self.lineage = body.get("lineage", self.lineage)
             self.stage_stats = body.get("stage_stats", {})  # so the model card's tokens per stage cover the run
             self.log(f"resumed from {ckpt} at step {self.step}, {self.tokens:,} tokens, {self.elapsed / 60:.1f} min")
+        # A wsd run keeps the state where its decay begins; one resumed past that point has nothing to keep.
+        self.stable_saved = cfg.schedule != "wsd" or self.progress() >= decay_start(cfg)
         self.fwd = self.model
         if cfg.compile:
             self.fwd = torch.compile(self.model)
@@ -480,6 +507,7 @@ class Trainer:
                     self._eval_and_export(f"end of {stage} stage")
                     due.eval = due.export = self.elapsed
                 stage = self.stage()
+            self._keep_stable_state()
             self._periodic(due)
         if bar is not None:
             bar.close()
@@ -490,6 +518,18 @@ class Trainer:
             self.log(f"exported {cfg.export_dir}")
         self.log(f"done: step {self.step}, {self.tokens:,} tokens, {self.elapsed / 60:.1f} min")
         return {"step": self.step, "tokens": self.tokens, "elapsed": self.elapsed, **self.metrics}
+
+    def _keep_stable_state(self) -> None:
+        """Once a wsd run reaches its decay, keep a checkpoint of the state at its peak rate (RUN/checkpoint-stable):
+        `--resume-stable` with a longer budget continues from there, and its tokens add up."""
+        if self.stable_saved or self.progress() < decay_start(self.cfg):
+            return
+        save_checkpoint(self.run / STABLE_CHECKPOINT, self.model, self.opt, self.meta(), self.np_rng, self.gen)
+        self.stable_saved = True
+        self.log(
+            f"decay begins at step {self.step}, {self.tokens:,} tokens: state kept in {self.run / STABLE_CHECKPOINT} "
+            "(continue the stable phase with --resume-stable and a longer budget)"
+        )
 
     def _timed_step(self) -> tuple[dict[str, Any], float]:
         """One optimizer step, timed (the time budget counts step time only) and added to its stage's figures."""

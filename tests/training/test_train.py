@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,7 @@ import torch
 
 from decoder.checkpoint import load_model, save_model
 from decoder.tokenizer import TextTokenizer
-from decoder.training.trainer import TrainConfig, Trainer
+from decoder.training.trainer import TrainConfig, Trainer, lr_at
 
 
 def tiny_cfg(corpus: Path, run: Path, **kw) -> TrainConfig:
@@ -139,3 +140,40 @@ def test_a_continued_run_reports_the_totals_of_its_lineage(tiny_corpus: Path, tm
     third = json.loads((first / "training.json").read_text())
     assert third["tokens_seen_total"] == a.tokens + b.tokens + c.tokens and third["runs_total"] == 3
     assert [p["run"] for p in third["history_total"]] == [p["run"] for p in points] + [3] * len(c.history)
+
+
+def test_wsd_holds_the_peak_rate_then_decays_to_the_floor() -> None:
+    cfg = TrainConfig(corpus="", run_dir="", lr=1e-3, warmup_steps=10, schedule="wsd", decay_fraction=0.25)
+    assert lr_at(cfg, 0, 0.0) == pytest.approx(1e-4)  # warmup as before
+    assert [lr_at(cfg, 50, p) for p in (0.1, 0.5, 0.75)] == [1e-3] * 3
+    assert lr_at(cfg, 50, 0.875) == pytest.approx(1e-3 * (0.1 + 0.9 * 0.5))  # halfway down the cosine
+    assert lr_at(cfg, 50, 1.0) == pytest.approx(1e-4)
+    cosine = replace(cfg, schedule="cosine")
+    assert lr_at(cosine, 50, 0.5) == pytest.approx(1e-3 * 0.55)  # the default schedule is unchanged
+
+
+def test_wsd_keeps_the_state_where_its_decay_begins_and_continues_from_it(tiny_corpus: Path, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    first = Trainer(tiny_cfg(tiny_corpus, run, max_steps=8, ar_fraction=0, schedule="wsd", decay_fraction=0.5))
+    first.fit()
+    stable = json.loads((run / "checkpoint-stable" / "state.json").read_text())
+    assert stable["step"] == 4 and first.step == 8  # kept at 4 of 8 steps, before the decay
+    assert "decay begins at step 4" in (run / "train.log").read_text()
+    # A longer run from the stable state: it starts at step 4, at the peak rate, and keeps its later decay point.
+    longer = tiny_cfg(tiny_corpus, run, max_steps=16, ar_fraction=0, schedule="wsd", decay_fraction=0.5)
+    second = Trainer(replace(longer, resume=True, resume_stable=True))
+    assert second.step == 4 and second.tokens == stable["tokens"] and not second.stable_saved
+    assert second.train_step()["lr"] == pytest.approx(longer.lr)
+    second.fit()
+    assert json.loads((run / "checkpoint-stable" / "state.json").read_text())["step"] == 8
+    # A plain resume past the decay point has no stable state to keep.
+    assert Trainer(replace(longer, max_steps=9, resume=True)).stable_saved
+
+
+def test_resume_stable_needs_the_stable_checkpoint_of_a_wsd_run(tiny_corpus: Path, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    Trainer(tiny_cfg(tiny_corpus, run, max_steps=2)).fit()  # cosine: no stable state
+    with pytest.raises(FileNotFoundError, match="no checkpoint-stable to resume from"):
+        Trainer(tiny_cfg(tiny_corpus, run, max_steps=4, resume=True, resume_stable=True))
+    with pytest.raises(ValueError, match="schedule 'linear'"):
+        Trainer(tiny_cfg(tiny_corpus, run, max_steps=4, schedule="linear"))

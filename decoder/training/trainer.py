@@ -2,10 +2,12 @@
 
 Schedule. Progress p in [0, 1] is the larger of step/max_steps and elapsed/time_budget, so a run bounded
 by wall-clock time still anneals its learning rate to the end: cosine over the whole run, or (wsd) the peak
-rate until the last decay_fraction, with the state at the start of the decay kept for a later, longer run. Stage by progress: p < ar_fraction trains
-AR only (causal next-token on x_0: one L-token forward), the rest trains the joint block-diffusion
-objective (a 2L-token forward: masked CE + next-token CE). This is how Fast-dLLM v2 turns an AR model into
-a block-diffusion one, and on a CPU it buys about twice the tokens for the first stage.
+rate until the last decay_fraction, with the state at the start of the decay kept for a later, longer run.
+
+Stage by progress: p < ar_fraction trains AR only (causal next-token on x_0: one L-token forward), the rest
+trains the joint block-diffusion objective (a 2L-token forward: masked CE + next-token CE). This is how
+Fast-dLLM v2 turns an AR model into a block-diffusion one, and on a CPU it buys about twice the tokens for the
+first stage.
 """
 
 from __future__ import annotations

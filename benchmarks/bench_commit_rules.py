@@ -102,9 +102,9 @@ def main() -> None:
         results[kind] = {}
         for name, threshold, rule in rules:
             config = DecodeConfig("block", threshold, args.block_size)
-            job = RowJob(kind, tasks, config, MAX_NEW_TOKENS, True, CAUSAL.fallback_window)
+            job = RowJob(kind, tasks, (config,), MAX_NEW_TOKENS, True, CAUSAL.fallback_window)
             with commit_rule(rule):
-                results[kind][name] = job.run(engine)
+                results[kind][name] = job.run(engine)[0]
         base = results[kind][rules[0][0]]
         print(f"\n{kind} ({len(tasks)} tasks), paired with {rules[0][0]}:")
         print(f"{'rule':<16} {'tok/fwd':>8} {'ES':>7} {'EM':>6}  {'ES - base [95%]':<26} EM - base [95%]")

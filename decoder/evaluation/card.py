@@ -34,7 +34,9 @@ def eval_section(
         "Held-out standard-library files (the validation split). EM: whitespace-split equality; ES: 1 -"
         " Levenshtein / max length, with its standard error; explain tasks compare the explanation's first line"
         " with the docstring's. Stutter: the share of completions that repeat a word back to back ('in in') more"
-        " often than their target. Every task is a cold request (prefix cache cleared), prefill included."
+        " often than their target. p50 latency: "
+        + report.get("latency", "one cold request per task (prefix cache cleared): prefill and decoding")
+        + "."
         + (" In brackets: the model this one replaced, same code and tasks." if previous else ""),
     ]
     if note:

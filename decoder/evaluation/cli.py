@@ -12,7 +12,7 @@ from pathlib import Path
 
 from decoder.engine import Engine
 from decoder.evaluation.metrics import gate_value
-from decoder.evaluation.parallel import RowJob, run_rows
+from decoder.evaluation.parallel import RowJob, run_rows, split_configs
 from decoder.evaluation.plots import plot_confidence_coverage, plot_quality_vs_parallelism
 from decoder.evaluation.reports import report_json
 from decoder.evaluation.runner import DecodeConfig, bits_per_byte
@@ -104,7 +104,8 @@ def run_eval(
         "exact_match": "prediction.split() == target.split()",
         "stutter": "the prediction has more words followed on their line by the same word than the target",
         "explain_target": "explain tasks: the explanation's first non-empty line against the docstring's first line",
-        "latency": "one cold request per task (prefix cache cleared): prefill and decoding",
+        "latency": "one request per task and configuration, its prompt already in the prefix cache (prefilled once "
+        "per task by an untimed request): the prompt's last tokens and the decoding",
         "token_healing": not args.no_healing,
         "fallback_window": fallback_window,
         "defer_repeats": args.defer_repeats,
@@ -125,9 +126,10 @@ def run_eval(
             tasks, kind_configs = [t for t in tasks if t.kind == kind][: args.limit], configs
         if kind_configs:
             report["task_names"][kind] = [t.name for t in tasks]
+        # One job per process and kind, so that each process prefills a task once per job (run_configs).
         row_jobs += [
-            RowJob(kind, tasks, c, MAX_NEW_TOKENS, not args.no_healing, fallback_window, args.defer_repeats)
-            for c in kind_configs
+            RowJob(kind, tasks, group, MAX_NEW_TOKENS, not args.no_healing, fallback_window, args.defer_repeats)
+            for group in split_configs(kind_configs, args.jobs)
         ]
 
     def show(job: RowJob, row: dict) -> None:
@@ -135,14 +137,15 @@ def run_eval(
         print(_format_coverage(row), file=sys.stderr)
 
     if args.jobs > 1 and len(row_jobs) > 1 and open_engine is not None:
-        rows = run_rows(row_jobs, min(args.jobs, len(row_jobs)), open_engine, show)
+        job_rows = run_rows(row_jobs, min(args.jobs, len(row_jobs)), open_engine, show)
     else:
-        rows = []
+        job_rows = []
         for job in row_jobs:
-            rows.append(job.run(engine))
-            show(job, rows[-1])
-    for job, row in zip(row_jobs, rows, strict=True):
-        report["kinds"].setdefault(job.kind, []).append(row)
+            job_rows.append(job.run(engine))
+            for row in job_rows[-1]:
+                show(job, row)
+    for job, rows in zip(row_jobs, job_rows, strict=True):
+        report["kinds"].setdefault(job.kind, []).extend(rows)
     report["seconds"] = round(time.perf_counter() - started, 1)
     if args.json:
         Path(args.json).write_text(report_json(report) + "\n", encoding="utf-8")

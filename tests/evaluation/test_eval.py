@@ -10,7 +10,7 @@ from functools import partial
 import pytest
 
 from decoder.engine import Engine
-from decoder.evaluation.cli import add_eval_arguments, run_eval
+from decoder.evaluation.cli import MAX_NEW_TOKENS, add_eval_arguments, run_eval
 from decoder.evaluation.metrics import (
     confidence_coverage,
     edit_similarity,
@@ -21,8 +21,8 @@ from decoder.evaluation.metrics import (
     stutter,
     stutters,
 )
-from decoder.evaluation.parallel import worker_threads
-from decoder.evaluation.runner import equal_shares
+from decoder.evaluation.parallel import split_configs, worker_threads
+from decoder.evaluation.runner import DecodeConfig, decode_task, equal_shares, run_configs
 from decoder.evaluation.tasks import (
     HeldoutFile,
     allocate,
@@ -198,7 +198,7 @@ def test_eval_report_has_every_metric(tiny_model_dir, tmp_path):
         assert loose["tokens_per_forward"] > strict["tokens_per_forward"]
         for row in rows:
             assert 0 <= row["exact_match"] <= 1 and 0 <= row["edit_similarity"] <= 1
-            assert row["cached_prompt_tokens"] == 0  # every task a cold request, though configurations share prompts
+            assert row["cached_prompt_tokens"] >= row["tasks"]  # every timed request finds its prompt cached
             assert 0 <= row["edit_similarity_se"] <= 0.5 / math.sqrt(row["tasks"] - 1)  # a [0, 1] score's bound
             p = row["exact_match"]
             assert row["exact_match_se"] == pytest.approx(math.sqrt(p * (1 - p) / row["tasks"]), abs=1e-4)
@@ -291,3 +291,39 @@ def test_the_plot_draws_stutter_only_where_every_row_counted_it():
     before = {"kinds": {"line": [{**scores, "stutter_rate": 0.01}], "block": [scores]}}  # merged with an old one
     assert [m[0] for m in _metrics(counted)] == ["exact_match", "edit_similarity", "stutter_rate"]
     assert [m[0] for m in _metrics(before)] == ["exact_match", "edit_similarity"]
+
+
+def test_rows_decoded_warm_task_by_task_score_as_cold_requests(tiny_model_dir):
+    """run_configs prefills each task once and decodes it warm under every configuration: in fp32 each prediction
+    and pass count is that of a cold request (cache cleared), and the timed requests did reuse the prompt."""
+    engine = Engine.from_folder(tiny_model_dir)
+    files = stdlib_heldout_files()
+    configs = [
+        DecodeConfig("ar"),
+        DecodeConfig("block", 0.9),
+        DecodeConfig("block", 0.0),
+        DecodeConfig("ar", 0.9, 8, 4),
+    ]
+    for kind, tasks in (("line", build_tasks(files, "line", 4)), ("explain", explain_tasks(files, 2))):
+        tasks = [t for t in tasks if t.kind == kind]
+        kind_configs = configs if kind == "line" else configs[:1]
+        rows = run_configs(engine, tasks, kind_configs, MAX_NEW_TOKENS, progress=False)
+        for config, row in zip(kind_configs, rows, strict=True):
+            cold = []
+            for task in tasks:
+                engine.clear_prefix_cache()
+                cold.append(decode_task(engine, task, config, MAX_NEW_TOKENS[task.kind]))
+            assert [s["prediction"] for s in row["samples"]] == [prediction for prediction, _ in cold][:5]
+            assert row["task_scores"]["edit_similarity"] == [
+                round(edit_similarity(p, t.target), 4) for (p, _), t in zip(cold, tasks, strict=True)
+            ]
+            passes = sum(gen.forward_passes for _, gen in cold)
+            assert row["tokens_per_forward"] == round(sum(len(gen.token_ids) for _, gen in cold) / passes, 4)
+            assert row["cached_prompt_tokens"] > 0 and all(gen.cached_prompt_tokens == 0 for _, gen in cold)
+
+
+def test_configurations_are_split_into_runs_of_nearly_equal_length():
+    configs = [DecodeConfig("block", t / 10) for t in range(7)]
+    assert [len(g) for g in split_configs(configs, 2)] == [4, 3]
+    assert [c for g in split_configs(configs, 3) for c in g] == configs  # in order, each once
+    assert split_configs(configs, 1) == [tuple(configs)] and len(split_configs(configs[:2], 8)) == 2

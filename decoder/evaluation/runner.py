@@ -97,22 +97,6 @@ def run_configs(
     return [summarize(tasks, config, out) for config, out in zip(configs, decoded, strict=True)]
 
 
-def run_config(
-    engine: Engine,
-    tasks: list[InfillTask] | list[ExplainTask],
-    config: DecodeConfig,
-    max_new_tokens: dict[str, int],
-    token_healing: bool = True,
-    fallback_window: int = 2,
-    progress: bool = True,
-    defer_repeats: bool = False,
-) -> dict:
-    """The row of one configuration (see run_configs)."""
-    return run_configs(
-        engine, tasks, [config], max_new_tokens, token_healing, fallback_window, progress, defer_repeats
-    )[0]
-
-
 def summarize(
     tasks: list[InfillTask] | list[ExplainTask], config: DecodeConfig, decoded: list[tuple[str, GenerationResult]]
 ) -> dict:

@@ -1,8 +1,9 @@
 """Corpus of offline Python source: collect, filter, deduplicate, split by module, tokenize into shards.
 
 Sources: the interpreter's standard library, installed site-packages, `.whl` files in a folder (their .py
-members, read from the zip) and any folder the user names. Everything that goes in is recorded in
-`manifest.json` (source, path, sha256, bytes, split) so a model card can say exactly what it was trained on.
+members, read from the zip; the newest wheel of each project not installed already) and any folder the user
+names. Everything that goes in is recorded in `manifest.json` (source, path, sha256, bytes, split) so a model
+card can say exactly what it was trained on.
 
 Shards are flat little-endian uint16 token files (`train.bin`, `val.bin`, ...) with documents separated by
 `<|endoftext|>`, plus `shards.json` with their token/byte counts (bits per byte needs the byte count).
@@ -21,9 +22,12 @@ import zipfile
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
+from importlib.metadata import distributions
 from pathlib import Path
 
 import numpy as np
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.version import InvalidVersion, Version
 
 MAX_FILE_BYTES = 512_000  # bigger .py files are almost always generated tables
 MIN_FILE_BYTES = 64
@@ -111,19 +115,67 @@ def iter_folder(root: Path, source: str, skip: set[str] | None = None) -> Iterat
             yield SourceFile(source, rel, module_of(rel), text)
 
 
-def iter_wheels(folder: Path) -> Iterator[SourceFile]:
-    for wheel in sorted(folder.glob("*.whl")):
+@dataclass
+class WheelSelection:
+    """The wheels a corpus reads: one per project, the newest version, and none of a project already installed.
+
+    Older versions of a project are near-copies of its newest (a wheelhouse often holds a dozen scipy releases),
+    and an installed project's source comes in through site-packages, so either would only repeat code."""
+
+    used: list[Path]
+    found: int
+    older_versions_skipped: int
+    installed_skipped: int
+
+    def summary(self) -> dict:
+        return {
+            "found": self.found,
+            "used": len(self.used),
+            "older_versions_skipped": self.older_versions_skipped,
+            "installed_skipped": self.installed_skipped,
+        }
+
+
+def select_wheels(folders: Iterable[Path], installed: frozenset[str] = frozenset()) -> WheelSelection:
+    """The newest wheel of each project across `folders`, leaving out projects named in `installed` (canonical
+    names). A file whose name is not a valid wheel name is kept: it cannot be matched with anything."""
+    newest: dict[str, tuple[Version, Path]] = {}
+    unnamed: list[Path] = []
+    found = skipped_installed = 0
+    for wheel in sorted(w for folder in folders for w in Path(folder).glob("*.whl")):
+        found += 1
         try:
-            with zipfile.ZipFile(wheel) as zf:
-                for info in zf.infolist():
-                    name = info.filename
-                    if not name.endswith(".py") or ".dist-info/" in name or info.file_size > MAX_FILE_BYTES:
-                        continue
-                    text = clean_text(zf.read(info))
-                    if text is not None:
-                        yield SourceFile(f"wheel:{wheel.name}", f"{wheel.name}!{name}", module_of(name), text)
-        except (zipfile.BadZipFile, OSError):
+            name, version, _, _ = parse_wheel_filename(wheel.name)
+        except (InvalidWheelFilename, InvalidVersion):
+            unnamed.append(wheel)
             continue
+        if name in installed:
+            skipped_installed += 1
+        elif name not in newest or version > newest[name][0]:
+            newest[name] = (version, wheel)
+    used = sorted([path for _, path in newest.values()] + unnamed)
+    return WheelSelection(used, found, found - skipped_installed - len(used), skipped_installed)
+
+
+def installed_projects(roots: Iterable[tuple[str, Path]]) -> frozenset[str]:
+    """Canonical names of the distributions installed in the site-packages roots (their `*.dist-info`)."""
+    folders = [str(root) for source, root in roots if source == "site-packages"]
+    names = (dist.metadata["Name"] for dist in distributions(path=folders)) if folders else ()
+    return frozenset(canonicalize_name(name) for name in names if name)
+
+
+def iter_wheel(wheel: Path) -> Iterator[SourceFile]:
+    try:
+        with zipfile.ZipFile(wheel) as zf:
+            for info in zf.infolist():
+                name = info.filename
+                if not name.endswith(".py") or ".dist-info/" in name or info.file_size > MAX_FILE_BYTES:
+                    continue
+                text = clean_text(zf.read(info))
+                if text is not None:
+                    yield SourceFile(f"wheel:{wheel.name}", f"{wheel.name}!{name}", module_of(name), text)
+    except (zipfile.BadZipFile, OSError):
+        return
 
 
 def default_roots() -> list[tuple[str, Path]]:
@@ -145,14 +197,15 @@ def default_roots() -> list[tuple[str, Path]]:
 
 def collect(
     roots: Iterable[tuple[str, Path]] = (),
-    wheel_dirs: Iterable[Path] = (),
+    wheels: Iterable[Path] = (),
     folders: Iterable[Path] = (),
 ) -> Iterator[SourceFile]:
+    """Source files of the roots, then of the given wheel files (see `select_wheels`), then of the folders."""
     for source, root in roots:
         # The stdlib folder may hold the base interpreter's own site-packages: that is counted separately.
         yield from iter_folder(root, source, skip={"site-packages", "dist-packages"} if source == "stdlib" else None)
-    for folder in wheel_dirs:
-        yield from iter_wheels(folder)
+    for wheel in wheels:
+        yield from iter_wheel(wheel)
     for folder in folders:
         yield from iter_folder(folder, f"folder:{folder}")
 

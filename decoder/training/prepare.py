@@ -47,11 +47,19 @@ def build_corpus(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
-    files = C.collect(C.default_roots() if roots is None else roots, wheel_dirs, folders)
+    roots = C.default_roots() if roots is None else roots
+    wheels = C.select_wheels(wheel_dirs, installed=C.installed_projects(roots))
+    if wheels.found:
+        log(
+            f"wheels: {wheels.found} found, {len(wheels.used)} read ({wheels.older_versions_skipped} older versions "
+            f"and {wheels.installed_skipped} of installed projects skipped)"
+        )
+    files = C.collect(roots, wheels.used, folders)
     if max_bytes is not None:
         files = _take_bytes(files, max_bytes)
     corpus = C.deduplicate_and_split(files, holdout, heldout_sha, heldout_modules)
-    summary = C.write_manifest(corpus, out)
+    extra = {"wheels": wheels.summary()} if wheels.found else None
+    summary = C.write_manifest(corpus, out, extra)
     log(
         f"corpus: {summary['files']} files, {summary['duplicates_skipped']} duplicates and "
         f"{summary['near_copies_of_val_skipped']} near-copies of validation files skipped, "
@@ -61,11 +69,11 @@ def build_corpus(
     val = corpus.split("val")
     if sample_bytes is not None and sum(len(f.text) for f in train) > sample_bytes:
         train = _sample_train(train, sample_bytes)
-        summary = C.write_manifest(corpus, out)
+        summary = C.write_manifest(corpus, out, extra)
         log(f"sampled {len(train)} train files ({sum(len(f.text) for f in train) / 1e6:.0f} MB) of the corpus")
     if not val and len(train) > 1:
         train, val = _hold_out_one_module(train)
-        summary = C.write_manifest(corpus, out)
+        summary = C.write_manifest(corpus, out, extra)
         log(f"no module hashed into validation: holding out {val[0].module}")
     # Shard order: by content hash, a deterministic shuffle, so any prefix of the stream mixes sources.
     train.sort(key=lambda f: f.sha256)
@@ -184,6 +192,12 @@ def add_corpus_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--vocab-size", type=int, default=8192)
     parser.add_argument("--holdout", action="append", default=[], help="module forced into the validation split")
     parser.add_argument("--max-mb", type=float, default=None, help="stop collecting after this many MB of source")
+    parser.add_argument(
+        "--sample-mb",
+        type=float,
+        default=None,
+        help="train on a uniform sample of about this many MB of the train split (the rest is listed as unused)",
+    )
 
 
 def run_corpus(args: argparse.Namespace) -> int:
@@ -196,6 +210,7 @@ def run_corpus(args: argparse.Namespace) -> int:
         vocab_size=args.vocab_size,
         holdout=frozenset(args.holdout),
         max_bytes=None if args.max_mb is None else int(args.max_mb * 1e6),
+        sample_bytes=None if args.sample_mb is None else int(args.sample_mb * 1e6),
     )
     return 0
 

@@ -76,7 +76,7 @@ def test_dedupe_manifest_and_split_by_module(tmp_path: Path) -> None:
     with zipfile.ZipFile(wheels / "gamma-1.0-py3-none-any.whl", "w") as zf:
         zf.writestr("gamma/__init__.py", body.replace("A", "Gamma"))
         zf.writestr("gamma-1.0.dist-info/METADATA", "Name: gamma")
-    files = list(C.collect([], [wheels], [root]))
+    files = list(C.collect([], C.select_wheels([wheels]).used, [root]))
     corpus = C.deduplicate_and_split(files, holdout=frozenset({"beta"}))
     assert corpus.skipped_duplicates == 1
     paths = sorted(f.path for f in corpus.files)
@@ -89,6 +89,44 @@ def test_dedupe_manifest_and_split_by_module(tmp_path: Path) -> None:
     assert summary["splits"]["val"]["files"] == 1
     held = C.heldout_files(tmp_path / "out")
     assert [f.path for f in held] == ["beta/b.py"] and "len('beta')" in held[0].text
+
+
+def _wheel(folder: Path, filename: str, members: dict[str, str]) -> Path:
+    path = folder / filename
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, text in members.items():
+            zf.writestr(name, text)
+    return path
+
+
+def test_wheels_are_read_once_per_project_newest_first_and_not_when_installed(tmp_path: Path) -> None:
+    site = tmp_path / "site-packages"
+    (site / "delta").mkdir(parents=True)
+    (site / "delta" / "__init__.py").write_text(
+        'def installed():\n    """Where this package comes from."""\n    return \'the installed copy\'\n'
+    )
+    (site / "Delta-1.0.dist-info").mkdir()
+    (site / "Delta-1.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: Delta\nVersion: 1.0\n")
+    one, two = tmp_path / "one", tmp_path / "two"
+    one.mkdir()
+    two.mkdir()
+    body = 'def release():\n    """The version this copy of the package came from."""\n    return {!r}\n'
+    _wheel(one, "gamma_lib-1.9-py3-none-any.whl", {"gamma_lib/__init__.py": body.format("1.9")})
+    newest = _wheel(two, "gamma_lib-1.10-py3-none-any.whl", {"gamma_lib/__init__.py": body.format("1.10")})
+    _wheel(one, "delta-3.0-py3-none-any.whl", {"delta/__init__.py": body.format("3.0")})
+    odd = _wheel(two, "not-a-wheel-name.whl", {"odd/__init__.py": body.format("odd")})
+
+    installed = C.installed_projects([("site-packages", site), ("stdlib", tmp_path / "one")])
+    assert installed == frozenset({"delta"})
+    chosen = C.select_wheels([one, two], installed)
+    # 1.10 is newer than 1.9 as a version, though not as a string; delta comes in through site-packages
+    assert chosen.used == sorted([newest, odd])
+    assert chosen.summary() == {"found": 4, "used": 2, "older_versions_skipped": 1, "installed_skipped": 1}
+    files = list(C.collect([("site-packages", site)], chosen.used))
+    texts = {f.path: f.text for f in files}
+    assert texts["gamma_lib-1.10-py3-none-any.whl!gamma_lib/__init__.py"] == body.format("1.10")
+    assert "the installed copy" in texts["delta/__init__.py"]
+    assert not any("3.0" in t or "1.9" in t for t in texts.values())
 
 
 def test_explain_pairs_drop_the_docstring() -> None:
@@ -150,3 +188,23 @@ def test_sample_bytes_keeps_a_hash_sample_of_train(tmp_path: Path) -> None:
     splits = meta["summary"]["splits"]
     assert splits["unused"]["files"] > 0 and 5000 <= splits["train"]["bytes"] < 5000 + 3000
     assert splits["val"]["files"] >= 4  # validation (pkg0 and any hashed module) is never sampled away
+
+
+def test_built_corpus_records_which_wheels_it_read(tmp_path: Path) -> None:
+    from decoder.training.prepare import build_corpus
+    from tests.training.conftest import write_tree
+
+    src = write_tree(tmp_path / "src", n_packages=4)
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    body = 'def release():\n    """The version this copy of the package came from."""\n    return {!r}\n'
+    for version in ("0.9", "1.0"):
+        _wheel(wheels, f"omega-{version}-py3-none-any.whl", {"omega/__init__.py": body.format(version)})
+    messages: list[str] = []
+    build_corpus(tmp_path / "out", roots=[], wheel_dirs=[wheels], folders=[src], vocab_size=300, log=messages.append)
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert manifest["wheels"] == {"found": 2, "used": 1, "older_versions_skipped": 1, "installed_skipped": 0}
+    assert [e["path"] for e in manifest["files"] if e["source"].startswith("wheel:")] == [
+        "omega-1.0-py3-none-any.whl!omega/__init__.py"
+    ]
+    assert any(m.startswith("wheels: 2 found, 1 read") for m in messages)

@@ -51,6 +51,12 @@ def model_card(model: CausalLM, training: dict[str, Any]) -> str:
     ]
     for name, s in corpus.get("sources", {}).items():
         lines.append(f"- source {name}: {s['files']} files, {s['bytes'] / 1e6:.1f} MB")
+    if wheels := corpus.get("wheels"):
+        lines.append(
+            f"- wheels: {wheels['used']} read of {wheels['found']} found (the newest of each project; "
+            f"{wheels['older_versions_skipped']} older versions and {wheels['installed_skipped']} wheels of "
+            "installed projects skipped)"
+        )
     for name, s in corpus.get("splits", {}).items():
         lines.append(f"- split {name}: {s['files']} files, {s['modules']} modules, {s['bytes'] / 1e6:.1f} MB")
     lines += ["", "## Metrics (validation split: held-out modules)"]

@@ -271,7 +271,9 @@ def drop_near_copies_of_val(files: list[SourceFile]) -> tuple[list[SourceFile], 
     return [f for f in files if id(f) not in near], len(near)
 
 
-def write_manifest(corpus: Corpus, folder: Path, extra: dict | None = None) -> dict:
+def write_manifest(corpus: Corpus, folder: Path, wheels: WheelSelection | None = None) -> dict:
+    """manifest.json (every file with its split) and val_files.jsonl; returns the summary (which wheels were read
+    goes into it, so shards.json, training.json and the model card carry it)."""
     entries = [
         {
             "source": f.source,
@@ -285,7 +287,9 @@ def write_manifest(corpus: Corpus, folder: Path, extra: dict | None = None) -> d
     ]
     summary = manifest_summary(entries, corpus.skipped_duplicates)
     summary["near_copies_of_val_skipped"] = corpus.skipped_near_copies
-    manifest = {"summary": summary, **(extra or {}), "files": entries}
+    if wheels is not None and wheels.found:
+        summary["wheels"] = wheels.summary()
+    manifest = {"summary": summary, "files": entries}
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
     # The held-out texts themselves, so evaluation does not depend on the source folders still existing.

@@ -58,8 +58,7 @@ def build_corpus(
     if max_bytes is not None:
         files = _take_bytes(files, max_bytes)
     corpus = C.deduplicate_and_split(files, holdout, heldout_sha, heldout_modules)
-    extra = {"wheels": wheels.summary()} if wheels.found else None
-    summary = C.write_manifest(corpus, out, extra)
+    summary = C.write_manifest(corpus, out, wheels)
     log(
         f"corpus: {summary['files']} files, {summary['duplicates_skipped']} duplicates and "
         f"{summary['near_copies_of_val_skipped']} near-copies of validation files skipped, "
@@ -69,11 +68,11 @@ def build_corpus(
     val = corpus.split("val")
     if sample_bytes is not None and sum(len(f.text) for f in train) > sample_bytes:
         train = _sample_train(train, sample_bytes)
-        summary = C.write_manifest(corpus, out, extra)
+        summary = C.write_manifest(corpus, out, wheels)
         log(f"sampled {len(train)} train files ({sum(len(f.text) for f in train) / 1e6:.0f} MB) of the corpus")
     if not val and len(train) > 1:
         train, val = _hold_out_one_module(train)
-        summary = C.write_manifest(corpus, out, extra)
+        summary = C.write_manifest(corpus, out, wheels)
         log(f"no module hashed into validation: holding out {val[0].module}")
     # Shard order: by content hash, a deterministic shuffle, so any prefix of the stream mixes sources.
     train.sort(key=lambda f: f.sha256)

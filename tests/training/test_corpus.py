@@ -203,8 +203,17 @@ def test_built_corpus_records_which_wheels_it_read(tmp_path: Path) -> None:
     messages: list[str] = []
     build_corpus(tmp_path / "out", roots=[], wheel_dirs=[wheels], folders=[src], vocab_size=300, log=messages.append)
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
-    assert manifest["wheels"] == {"found": 2, "used": 1, "older_versions_skipped": 1, "installed_skipped": 0}
+    assert manifest["summary"]["wheels"] == {"found": 2, "used": 1, "older_versions_skipped": 1, "installed_skipped": 0}
     assert [e["path"] for e in manifest["files"] if e["source"].startswith("wheel:")] == [
         "omega-1.0-py3-none-any.whl!omega/__init__.py"
     ]
     assert any(m.startswith("wheels: 2 found, 1 read") for m in messages)
+    # ... and the model card of a model trained on it says so
+    from decoder.model import CausalLM
+    from decoder.training.card import model_card
+    from decoder.training.sizes import model_config
+
+    shards = json.loads((tmp_path / "out" / "shards.json").read_text())
+    run = {"tokens_seen": 1024, "steps": 2, "train_minutes": 0.1, "hardware": "CPU"}
+    card = model_card(CausalLM(model_config("tiny", 300)), {"corpus": shards["summary"], **run})
+    assert "- wheels: 1 read of 2 found (the newest of each project; 1 older versions" in card

@@ -7,7 +7,7 @@ two alternatives, each paired task by task with the threshold rule.
   (n + 1) * (1 - c_n) < f, c_n the n-th highest confidence.
 
 Every rule keeps the shipped fallback (the most confident of the leftmost masked positions when nothing passes).
-An alternative replaces the reference kernel's commit selection (`kernels.reference.select_commits`) for its
+An alternative replaces the reference kernel's commit selection (`parafill_kernels.reference.select_commits`) for its
 rows; the Triton kernel knows only the threshold rule, so this forces the reference path.
 
     .venv/bin/python benchmarks/bench_commit_rules.py [--model models/default] [--kinds line,block]
@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-import kernels.reference as reference
+import parafill_kernels.reference as reference
 from decoder.defaults import default_model_dir
 from decoder.evaluation.cli import MAX_NEW_TOKENS
 from decoder.evaluation.parallel import RowJob

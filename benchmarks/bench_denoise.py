@@ -1,11 +1,11 @@
 """Time the denoise step: PyTorch reference (unfused) vs the fused Triton kernels, bf16, on CUDA.
 
 Two variants:
-  logits   logits [N, V] -> token, confidence, commit. Reference: kernels.reference.denoise_step (fp32
-           cast, softmax, amax, argmax, commit ops); fused: kernels.triton_denoise.denoise_step.
+  logits   logits [N, V] -> token, confidence, commit. Reference: parafill_kernels.reference.denoise_step (fp32
+           cast, softmax, amax, argmax, commit ops); fused: parafill_kernels.triton_denoise.denoise_step.
   lm_head  hidden [N, D], weight [V, D] -> the same. Reference: the realistic unfused sequence, a bf16
            cuBLAS matmul writing [N, V] logits, then reference.denoise_step; fused:
-           kernels.triton_denoise.lm_head_denoise_step (the logits never reach memory).
+           parafill_kernels.triton_denoise.lm_head_denoise_step (the logits never reach memory).
 
 Times are medians over iterations timed with CUDA events, after warmup, with the L2 cache flushed before
 every iteration (the inputs of the small shapes would otherwise sit in L2 and overstate bandwidth). The
@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from kernels import dispatch, reference  # noqa: E402
+from parafill_kernels import dispatch, reference  # noqa: E402
 
 # Memory bandwidth in GB/s by device-name substring; first match wins, so specific names come first.
 PEAK_GBPS: list[tuple[str, float]] = [
@@ -144,7 +144,7 @@ def bench_config(
             return reference.denoise_step(logits, *extra)
 
         if run_fused:
-            from kernels import triton_denoise
+            from parafill_kernels import triton_denoise
 
             def fused() -> Any:
                 return triton_denoise.denoise_step(logits, *extra)
@@ -161,7 +161,7 @@ def bench_config(
             return reference.denoise_step(hidden @ weight.t(), *extra)  # cuBLAS bf16, then the unfused step
 
         if run_fused:
-            from kernels import triton_denoise
+            from parafill_kernels import triton_denoise
 
             def fused() -> Any:
                 return triton_denoise.lm_head_denoise_step(hidden, weight, *extra)

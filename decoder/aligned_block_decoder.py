@@ -21,7 +21,7 @@ from dataclasses import replace
 
 import torch
 
-import kernels
+import parafill_kernels
 from decoder.block_causal_engine import BlockCausalEngine, BlockSequence
 from decoder.block_decoder import (
     LookupAgreement,
@@ -108,7 +108,7 @@ def _decode_block(
             row = row.masked_fill(~fit_allowed(heal, row), float("-inf"))
             heal = None
         seed = step_seed(params, seq.forward_passes)
-        token, token_confidence, _ = kernels.denoise_step(
+        token, token_confidence, _ = parafill_kernels.denoise_step(
             row, torch.ones(1, dtype=torch.bool, device=row.device), 0.0, 1, None, params.temperature, seed
         )
         block[0], commit_step[0], masked[0] = int(token[0]), seq.forward_passes, False

@@ -17,7 +17,7 @@ from decoder.engine import Engine, PrefillInterrupted
 from decoder.generation import GenerationControl, GenerationParams, GenerationResult, fit_allowed
 from decoder.lookup import PromptLookup
 from decoder.sampling import choose_token, make_generator
-from kernels.reference import token_and_confidence
+from parafill_kernels.reference import token_and_confidence
 
 
 def decode_ar(

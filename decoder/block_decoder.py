@@ -18,7 +18,7 @@ from dataclasses import replace
 
 import torch
 
-import kernels
+import parafill_kernels
 from decoder.engine import Engine, PrefillInterrupted, Sequence
 from decoder.generation import GenerationControl, GenerationParams, GenerationResult, fit_allowed
 from decoder.lookup import PromptLookup
@@ -241,7 +241,7 @@ def denoise_rows(
     # lands on a far token (a closing bracket, a newline) that the stop rules then throw away.
     fallback = active & (active.cumsum(0) <= params.fallback_window)
     seed = step_seed(params, forward_passes)
-    tokens, confidence, commit = kernels.denoise_step(
+    tokens, confidence, commit = parafill_kernels.denoise_step(
         rows, active, params.threshold, rows.shape[0], fallback, params.temperature, seed
     )
     if params.defer_repeats:

@@ -162,7 +162,7 @@ class CausalLM(nn.Module):
 
     Keeping the two apart lets callers ask for logits only where they need them (the last prompt
     token, the masked positions of a block), and lets a fused LM-head kernel start from hidden states
-    (kernels.lm_head_denoise_step: tested and benchmarked, not yet what the decoders call)."""
+    (parafill_kernels.lm_head_denoise_step: tested and benchmarked, not yet what the decoders call)."""
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()

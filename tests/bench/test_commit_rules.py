@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-import kernels.reference as reference
+import parafill_kernels.reference as reference
 
 REPO = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("bench_commit_rules", REPO / "benchmarks" / "bench_commit_rules.py")

@@ -45,5 +45,5 @@ def interp_pool() -> Iterator[ProcessPoolExecutor]:
 
 @pytest.fixture(scope="package")
 def tdn(interp_pool: ProcessPoolExecutor) -> Interpreted:
-    """kernels.triton_denoise, interpreted, with poisoned allocations."""
-    return Interpreted(interp_pool, "kernels.triton_denoise")
+    """parafill_kernels.triton_denoise, interpreted, with poisoned allocations."""
+    return Interpreted(interp_pool, "parafill_kernels.triton_denoise")

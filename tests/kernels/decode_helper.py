@@ -11,7 +11,7 @@ def decode(
     model_dir: str, prompt: str, block_size: int, threshold: float, temperature: float = 0.0, seed: int | None = None
 ) -> tuple[list[int], list[int], str]:
     """(token ids, commit steps, denoise backend used) for one block-diffusion generation."""
-    from kernels import denoise_backend_name
+    from parafill_kernels import denoise_backend_name
 
     engine = Engine.from_folder(model_dir, EngineOptions(use_prefix_cache=False))
     params = GenerationParams(

@@ -1,4 +1,4 @@
-"""Child-process side of the kernel tests: runs kernels/triton_denoise.py in Triton's CPU interpreter.
+"""Child-process side of the kernel tests: runs parafill_kernels/triton_denoise.py in Triton's CPU interpreter.
 
 TRITON_INTERPRET must be set before triton is first imported (triton.language's own helpers are
 @triton.jit functions, decided at import), and it is process-wide; so the interpreted kernels live in a
@@ -33,7 +33,7 @@ def poisoned_empty(*size: Any, dtype: torch.dtype = torch.float32, device: Any =
 def call(module: str, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], env: dict[str, str]) -> Any:
     """module.name(*args, **kwargs) with `env` set for the call, and the kernels' buffers poisoned."""
     assert os.environ.get("TRITON_INTERPRET") == "1"
-    tdn = importlib.import_module("kernels.triton_denoise")
+    tdn = importlib.import_module("parafill_kernels.triton_denoise")
     assert tdn.is_interpreted()
     tdn._empty = poisoned_empty
     saved = {key: os.environ.get(key) for key in env}

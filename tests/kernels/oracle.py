@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from kernels import reference
+from parafill_kernels import reference
 
 
 def scaled_fp32(logits: Tensor, temperature: float) -> Tensor:

@@ -41,7 +41,7 @@ def compile_sm90(
 
 @pytest.fixture(scope="module")
 def tdn() -> Any:  # the compiled-mode module (this process never sets TRITON_INTERPRET)
-    from kernels import triton_denoise
+    from parafill_kernels import triton_denoise
 
     assert not triton_denoise.is_interpreted()
     return triton_denoise

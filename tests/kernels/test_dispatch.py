@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-import kernels
-from kernels import dispatch, reference
+import parafill_kernels
+from parafill_kernels import dispatch, reference
 from tests.kernels.conftest import Interpreted
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -18,21 +18,21 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_backend_names(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("PARAFILL_DENOISE", raising=False)
-    assert kernels.denoise_backend_name("cpu") == "reference"
+    assert parafill_kernels.denoise_backend_name("cpu") == "reference"
     monkeypatch.setattr(dispatch, "triton_available", lambda: True)
     monkeypatch.setattr(dispatch, "triton_launches", lambda device: True)
-    assert kernels.denoise_backend_name("cuda") == "triton"
+    assert parafill_kernels.denoise_backend_name("cuda") == "triton"
     monkeypatch.setattr(dispatch, "triton_launches", lambda device: False)  # imports, but cannot launch
-    assert kernels.denoise_backend_name("cuda") == "reference"
+    assert parafill_kernels.denoise_backend_name("cuda") == "reference"
     monkeypatch.setattr(dispatch, "triton_available", lambda: False)
-    assert kernels.denoise_backend_name("cuda") == "reference"
+    assert parafill_kernels.denoise_backend_name("cuda") == "reference"
     monkeypatch.setenv("PARAFILL_DENOISE", "triton")
-    assert kernels.denoise_backend_name("cpu") == "triton"
+    assert parafill_kernels.denoise_backend_name("cpu") == "triton"
     monkeypatch.setenv("PARAFILL_DENOISE", "Reference")
-    assert kernels.denoise_backend_name("cuda") == "reference"
+    assert parafill_kernels.denoise_backend_name("cuda") == "reference"
     monkeypatch.setenv("PARAFILL_DENOISE", "cuda")
     with pytest.raises(ValueError, match="PARAFILL_DENOISE"):
-        kernels.denoise_backend_name("cuda")
+        parafill_kernels.denoise_backend_name("cuda")
 
 
 def test_cpu_default_is_reference(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -40,7 +40,7 @@ def test_cpu_default_is_reference(monkeypatch: pytest.MonkeyPatch) -> None:
     gen = torch.Generator().manual_seed(0)
     logits = torch.randn(4, 50, generator=gen)
     masked = torch.ones(4, dtype=torch.bool)
-    got = kernels.denoise_step(logits, masked, 0.2, 2, None, 0.5, 3)
+    got = parafill_kernels.denoise_step(logits, masked, 0.2, 2, None, 0.5, 3)
     want = reference.denoise_step(logits, masked, 0.2, 2, None, 0.5, 3)
     for g, w in zip(got, want, strict=True):
         assert torch.equal(g, w)
@@ -51,10 +51,10 @@ def test_forced_triton_errors_are_clear(monkeypatch: pytest.MonkeyPatch) -> None
     logits, masked = torch.randn(2, 8), torch.ones(2, dtype=torch.bool)
     if dispatch.triton_available():  # the real module, compiled (this process never sets TRITON_INTERPRET)
         with pytest.raises(RuntimeError, match="TRITON_INTERPRET=1"):
-            kernels.denoise_step(logits, masked, 0.5)
+            parafill_kernels.denoise_step(logits, masked, 0.5)
     monkeypatch.setattr(dispatch, "triton_available", lambda: False)  # as on a machine without triton
     with pytest.raises(RuntimeError, match="not importable"):
-        kernels.denoise_step(logits, masked, 0.5)
+        parafill_kernels.denoise_step(logits, masked, 0.5)
 
 
 def test_a_triton_that_cannot_launch_is_reported_and_not_used(caplog: pytest.LogCaptureFixture) -> None:
@@ -72,7 +72,7 @@ def test_forced_triton_runs_interpreted_kernels_on_cpu(tdn: Interpreted) -> None
     logits = torch.randn(4, 300, generator=gen) * 2
     hidden, weight = torch.randn(4, 32, generator=gen), torch.randn(70, 32, generator=gen)
     masked = torch.tensor([1, 0, 1, 1], dtype=torch.bool)
-    forced = tdn.with_env("kernels", PARAFILL_DENOISE="triton")
+    forced = tdn.with_env("parafill_kernels", PARAFILL_DENOISE="triton")
     assert forced.denoise_backend_name("cpu") == "triton"
     tokens, conf, commit = forced.denoise_step(logits, masked, 0.4, 2, None, 0.9, 17)
     want = reference.denoise_step(logits, masked, 0.4, 2, None, 0.9, 17)
@@ -94,11 +94,11 @@ class NoTriton:
         if name == "triton" or name.startswith("triton."):
             raise ImportError("triton blocked for this test")
 sys.meta_path.insert(0, NoTriton())
-import torch, kernels
-from kernels import dispatch
-assert kernels.denoise_backend_name("cuda") == "reference"
-t, c, m = kernels.denoise_step(torch.randn(4, 10), torch.ones(4, dtype=torch.bool), 0.5, 2)
-t, c, m = kernels.lm_head_denoise_step(torch.randn(4, 6), torch.randn(10, 6), torch.ones(4, dtype=torch.bool), 0.5)
+import torch, parafill_kernels as pk
+from parafill_kernels import dispatch
+assert pk.denoise_backend_name("cuda") == "reference"
+t, c, m = pk.denoise_step(torch.randn(4, 10), torch.ones(4, dtype=torch.bool), 0.5, 2)
+t, c, m = pk.lm_head_denoise_step(torch.randn(4, 6), torch.randn(10, 6), torch.ones(4, dtype=torch.bool), 0.5)
 assert "triton" not in sys.modules and m.shape == (4,)
 print("ok")
 """

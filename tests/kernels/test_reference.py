@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kernels import reference
+from parafill_kernels import reference
 from tests.kernels.oracle import check_step, random_logits
 
 

@@ -19,7 +19,7 @@ from typing import ParamSpec, TypeVar
 
 import torch
 
-from kernels import reference
+from parafill_kernels import reference
 
 log = logging.getLogger("parafill.kernels")
 
@@ -46,7 +46,7 @@ def triton_launches(device: torch.device) -> bool:
     launch): triton imports on machines where its first launch still fails (no C compiler to build its
     driver stub, no libcuda), and the decoder then runs the reference instead of failing every request."""
     try:
-        module = importlib.import_module("kernels.triton_denoise")
+        module = importlib.import_module("parafill_kernels.triton_denoise")
         module.gumbel_noise(1, 0, device)
     except Exception as exc:  # whatever the toolchain raises: the reference serves instead
         reason = f"{type(exc).__name__}: {exc}"
@@ -76,11 +76,11 @@ def denoise_backend_name(device: torch.device | str) -> str:
 
 
 def _triton_module(device_type: str) -> ModuleType:
-    """kernels.triton_denoise, checked usable for `device_type`. Looked up in sys.modules on every call
+    """parafill_kernels.triton_denoise, checked usable for `device_type`. Looked up in sys.modules on every call
     (import_module is a dict lookup once loaded), so tests can substitute an interpreted copy."""
     if not triton_available():
         raise RuntimeError(f"{_ENV}=triton but triton is not importable (pip install 'parafill[triton]')")
-    module = importlib.import_module("kernels.triton_denoise")
+    module = importlib.import_module("parafill_kernels.triton_denoise")
     if device_type != "cuda" and not module.is_interpreted():
         raise RuntimeError(
             f"the Triton denoise kernels need CUDA tensors, got {device_type!r}; to run them on CPU set "
@@ -91,8 +91,8 @@ def _triton_module(device_type: str) -> ModuleType:
 
 def _dispatched(reference_step: Callable[P, R]) -> Callable[P, R]:
     """`reference_step` (same signature, by construction) on the backend chosen for its first argument's
-    device: kernels.triton_denoise's function of the same name, or the reference itself. One helper, so
-    that the signatures live only in kernels/reference.py and the choice is made in one place."""
+    device: parafill_kernels.triton_denoise's function of the same name, or the reference itself. One helper, so
+    that the signatures live only in parafill_kernels/reference.py and the choice is made in one place."""
     name = reference_step.__name__
     first = reference_step.__code__.co_varnames[0]  # logits / hidden: it decides the device
 
@@ -103,11 +103,11 @@ def _dispatched(reference_step: Callable[P, R]) -> Callable[P, R]:
             return getattr(_triton_module(device.type), name)(*args, **kwargs)
         return reference_step(*args, **kwargs)
 
-    step.__module__ = __name__  # wraps copied kernels.reference; this is the dispatching function
+    step.__module__ = __name__  # wraps copied parafill_kernels.reference; this is the dispatching function
     return step
 
 
-# (token ids [N], confidence [N], commit mask [N]); see kernels/reference.py for the semantics.
+# (token ids [N], confidence [N], commit mask [N]); see parafill_kernels/reference.py for the semantics.
 denoise_step = _dispatched(reference.denoise_step)
 # The same step from hidden states [N, D] and the LM-head weight [V, D], without the [N, V] logits in
 # memory on the Triton path.

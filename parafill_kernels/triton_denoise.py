@@ -1,4 +1,4 @@
-"""Triton kernels for the fused denoise step (semantics: kernels/reference.py).
+"""Triton kernels for the fused denoise step (semantics: parafill_kernels/reference.py).
 
 Two launches per step, no host synchronisation:
 

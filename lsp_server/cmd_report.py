@@ -14,7 +14,9 @@ from decoder.evaluation.reports import (
     ConfigComparison,
     PairedDifference,
     ReportMismatch,
+    compare_bits_per_byte,
     compare_reports,
+    format_bits_per_byte,
     format_comparison,
     merge_reports,
     report_json,
@@ -70,13 +72,23 @@ def run(args: argparse.Namespace) -> int:
 
 def _compare(args: argparse.Namespace) -> int:
     check_output_file(args.json, "--json")
-    rows = compare_reports(load_report(args.old), load_report(args.new))
+    old, new = load_report(args.old), load_report(args.new)
+    rows = compare_reports(old, new)
     if not rows:
         raise UserError("the reports share no kind and configuration to compare")
     print(format_comparison(rows))
+    saved = compare_bits_per_byte(old, new)
+    if saved is not None:
+        print(format_bits_per_byte(old, new, saved))
     if args.json:
-        out = [_comparison_json(r) for r in rows]
-        Path(args.json).write_text(report_json({"old": args.old, "new": args.new, "rows": out}) + "\n")
+        out: dict = {"old": args.old, "new": args.new, "rows": [_comparison_json(r) for r in rows]}
+        if saved is not None:
+            out["bits_per_byte"] = {
+                "old": old["bits_per_byte"],
+                "new": new["bits_per_byte"],
+                "saved_per_file": {**vars(saved), "interval": list(saved.interval), "verdict": saved.verdict},
+            }
+        Path(args.json).write_text(report_json(out) + "\n")
     return 0
 
 

@@ -4,7 +4,7 @@ optionally the one it replaces, measured with the same code and tasks), so the c
 from __future__ import annotations
 
 from decoder.evaluation.metrics import gate_value
-from decoder.evaluation.reports import ReportMismatch, compare_reports
+from decoder.evaluation.reports import ReportMismatch, compare_bits_per_byte, compare_reports
 from decoder.evaluation.threshold_choice import ThresholdChoice
 from decoder.families import THRESHOLD_FIELD
 
@@ -72,7 +72,9 @@ def eval_section(
     if "bits_per_byte" in report:
         bpb = f"Held-out bits per byte {report['bits_per_byte']:.4f}"
         if previous and "bits_per_byte" in previous:
-            bpb += f" (previous: {previous['bits_per_byte']:.4f})"
+            saved = compare_bits_per_byte(previous, report)
+            file_by_file = "" if saved is None else f"; saved file by file {saved.span(digits=4)}, {saved.verdict}"
+            bpb += f" (previous: {previous['bits_per_byte']:.4f}{file_by_file})"
         lines += ["", bpb + "."]
     return "\n".join(lines) + "\n"
 

@@ -15,7 +15,7 @@ from decoder.evaluation.metrics import gate_value
 from decoder.evaluation.parallel import RowJob, run_rows, split_configs
 from decoder.evaluation.plots import plot_confidence_coverage, plot_quality_vs_parallelism
 from decoder.evaluation.reports import report_json
-from decoder.evaluation.runner import DecodeConfig, bits_per_byte
+from decoder.evaluation.runner import DecodeConfig, aggregate_bits_per_byte, bits_by_file
 from decoder.evaluation.tasks import (
     TASK_ALLOCATION,
     TASK_LINES,
@@ -115,7 +115,10 @@ def run_eval(
     }
     started = time.perf_counter()
     if args.bpb_tokens:
-        report["bits_per_byte"] = round(bits_per_byte(engine, [f.text for f in files], args.bpb_tokens), 4)
+        by_file = bits_by_file(engine, {f.name: f.text for f in files}, args.bpb_tokens)
+        report["bits_per_byte"] = round(aggregate_bits_per_byte(by_file.values()), 4)
+        # (bits, bytes) per file, so that `parafill report compare` can pair two models file by file
+        report["bits_per_byte_files"] = {name: [round(bits, 3), n] for name, (bits, n) in by_file.items()}
         print(f"bits per byte on held-out files: {report['bits_per_byte']}", file=sys.stderr)
     row_jobs: list[RowJob] = []
     for kind in kinds:

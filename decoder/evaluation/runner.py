@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
 import torch
 from tqdm import tqdm
@@ -23,6 +25,8 @@ from decoder.generation import GenerationControl, GenerationParams, GenerationRe
 from decoder.infill import completion_stop_rule, infill
 from decoder.prompts import build_explain_prompt, explain_stop_rule
 from decoder.router import generate
+
+K = TypeVar("K")  # what names a text in bits_by_file: a file name, or an index
 
 
 @dataclass(frozen=True)
@@ -184,25 +188,42 @@ def equal_shares(lengths: list[int], budget: int) -> list[int]:
 
 
 def bits_per_byte(engine: Engine, texts: list[str], max_tokens: int = 40_000, window: int = 512) -> float:
-    """Causal next-token cross-entropy in bits per UTF-8 byte over `texts`, `max_tokens` in all.
+    """Causal next-token cross-entropy in bits per UTF-8 byte over `texts`, `max_tokens` in all."""
+    return aggregate_bits_per_byte(bits_by_file(engine, dict(enumerate(texts)), max_tokens, window).values())
+
+
+def aggregate_bits_per_byte(counts: Iterable[tuple[float, int]]) -> float:
+    """Bits per byte of the (bits, bytes) pairs taken together."""
+    pairs = list(counts)
+    n_bytes = sum(b for _, b in pairs)
+    return sum(bits for bits, _ in pairs) / n_bytes if n_bytes else float("nan")
+
+
+def bits_by_file(
+    engine: Engine, texts: Mapping[K, str], max_tokens: int = 40_000, window: int = 512
+) -> dict[K, tuple[float, int]]:
+    """(bits, bytes) of each text's first tokens under the causal next-token loss, `max_tokens` in all.
 
     Every text gets an equal share of the budget (the first tokens of each; a short text's unused share goes
-    to the others), so one long file, such as a table of HTML entities, cannot stand for the whole set."""
+    to the others), so one long file, such as a table of HTML entities, cannot stand for the whole set. Kept
+    per file so two models can be compared file by file (`reports.compare_bits_per_byte`)."""
     model, tok = engine.model, engine.tokenizer
     eot = tok.special.end_of_text
-    encoded = [tok.encode(text) for text in texts]
-    nll_bits, n_bytes = 0.0, 0
+    encoded = {key: tok.encode(text) for key, text in texts.items()}
+    shares = equal_shares([len(ids) for ids in encoded.values()], max_tokens)
+    out: dict[K, tuple[float, int]] = {}
     with torch.inference_mode():
-        for ids, share in zip(encoded, equal_shares([len(ids) for ids in encoded], max_tokens), strict=True):
+        for (key, ids), share in zip(encoded.items(), shares, strict=True):
             ids = ids[:share]
             if len(ids) < 2:
                 continue
             ids = [eot, *ids] if eot is not None else ids
+            nll_bits = 0.0
             for start in range(0, len(ids) - 1, window):
                 chunk = torch.tensor([ids[start : start + window + 1]], device=engine.device)
                 positions = torch.arange(chunk.shape[1] - 1, device=engine.device)[None]
                 logits = model.logits(model(chunk[:, :-1], positions)).float()
                 nll = torch.nn.functional.cross_entropy(logits[0], chunk[0, 1:], reduction="sum")
                 nll_bits += float(nll) / math.log(2)
-            n_bytes += len(tok.decode(ids[1:] if eot is not None else ids).encode("utf-8"))
-    return nll_bits / n_bytes if n_bytes else float("nan")
+            out[key] = (nll_bits, len(tok.decode(ids[1:] if eot is not None else ids).encode("utf-8")))
+    return out

@@ -16,6 +16,7 @@ from decoder.engine import Engine
 from decoder.evaluation.cli import add_eval_arguments, run_eval
 from decoder.evaluation.reports import (
     ReportMismatch,
+    compare_bits_per_byte,
     compare_reports,
     format_comparison,
     merge_reports,
@@ -25,11 +26,11 @@ from decoder.evaluation.reports import (
 from lsp_server.cli import main
 
 
-def evaluate(engine: Engine, kinds: str, seed: int = 0) -> dict:
+def evaluate(engine: Engine, kinds: str, seed: int = 0, bpb_tokens: int = 0) -> dict:
     parser = argparse.ArgumentParser()
     add_eval_arguments(parser)
     args = parser.parse_args(
-        ["--kinds", kinds, "--limit", "4", "--thresholds", "0.5", "--bpb-tokens", "0", "--seed", str(seed)]
+        ["--kinds", kinds, "--limit", "4", "--thresholds", "0.5", "--bpb-tokens", str(bpb_tokens), "--seed", str(seed)]
     )
     return run_eval(args, engine, "tiny")
 
@@ -59,6 +60,31 @@ def test_paired_difference_counts_and_interval():
     assert paired_difference([0.9] * 5 + [0.5], [0.4] * 5 + [0.5]).verdict == "worse"
     with pytest.raises(ReportMismatch):
         paired_difference([0.1], [0.1, 0.2])
+
+
+def test_bits_per_byte_are_compared_file_by_file_on_the_same_bytes():
+    old = {"bits_per_byte_files": {"a.py": [100.0, 100], "b.py": [80.0, 40], "c.py": [30.0, 20], "d.py": [9.0, 10]}}
+    new = {"bits_per_byte_files": {"a.py": [90.0, 100], "b.py": [76.0, 40], "c.py": [29.0, 20], "d.py": [1.0, 12]}}
+    saved = compare_bits_per_byte(old, new)  # d.py was scored on other bytes (another version of it): left out
+    assert saved is not None and (saved.tasks, saved.wins, saved.losses) == (3, 3, 0)
+    assert saved.mean == pytest.approx((0.1 + 0.1 + 0.05) / 3) and saved.verdict == "better"
+    assert compare_bits_per_byte(new, old).verdict == "worse"
+    assert compare_bits_per_byte({"bits_per_byte": 1.2}, new) is None  # a report from before per-file numbers
+    assert compare_bits_per_byte(old, {"bits_per_byte_files": {"e.py": [1.0, 1]}}) is None  # no file in common
+
+
+def test_eval_keeps_bits_per_byte_per_file_and_compare_pairs_them(tiny_model_dir, tmp_path, capsys):
+    report = evaluate(Engine.from_folder(tiny_model_dir), "line", bpb_tokens=600)
+    files = report["bits_per_byte_files"]
+    assert len(files) == len(report["heldout_files"]) and all(bits > 0 and n > 0 for bits, n in files.values())
+    total = sum(bits for bits, _ in files.values()) / sum(n for _, n in files.values())
+    assert report["bits_per_byte"] == pytest.approx(total, abs=1e-4)
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(report))
+    assert main(["report", "compare", str(path), str(path), "--json", str(tmp_path / "c.json")]) == 0
+    assert f"({len(files)} files): +0.0000 [+0.0000, +0.0000] 0 up/0 down same" in capsys.readouterr().out
+    saved = json.loads((tmp_path / "c.json").read_text())["bits_per_byte"]
+    assert saved["old"] == saved["new"] == report["bits_per_byte"] and saved["saved_per_file"]["tasks"] == len(files)
 
 
 def test_merged_kinds_equal_one_run_of_both(reports):

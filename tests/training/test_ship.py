@@ -34,6 +34,10 @@ def test_ship_copies_inference_files_and_writes_the_eval_table(tiny_corpus: Path
     report = run_eval(args, Engine.from_folder(export), str(export))
     previous = json.loads(report_path.read_text())
     previous["bits_per_byte"] = 9.8765
+    # the previous model spent half as many bits again on every held-out file
+    previous["bits_per_byte_files"] = {
+        name: [bits * 1.5, n] for name, (bits, n) in report["bits_per_byte_files"].items()
+    }
     (tmp_path / "previous.json").write_text(json.dumps(previous))
 
     dest = tmp_path / "models" / "default"
@@ -78,7 +82,9 @@ def test_ship_copies_inference_files_and_writes_the_eval_table(tiny_corpus: Path
     gate = report["kinds"]["line"][1]["confidence_coverage"][1]  # block t=0.9, the surest 75%
     assert "Confidence gate (`minConfidence`), rest of line, block B=8 t=0.9: keeps 75% at >= " in card
     assert f"75% at >= {gate_value(gate['min_confidence'], 2):.2f} (ES {gate['edit_similarity']:.3f}" in card
-    assert f"Held-out bits per byte {report['bits_per_byte']:.4f} (previous: 9.8765)." in card
+    bpb_line = next(line for line in card.splitlines() if line.startswith("Held-out bits per byte"))
+    assert bpb_line.startswith(f"Held-out bits per byte {report['bits_per_byte']:.4f} (previous: 9.8765; saved file")
+    assert bpb_line.endswith("], better).")
     # Same tasks, same model: task by task, no difference anywhere.
     assert "ES against the previous model, task by task" in card and "line ar +0.000 [+0.000, +0.000] same" in card
     # The served threshold is the report's choice, written into config.json, and the engine decodes with it.

@@ -26,7 +26,7 @@ from decoder.infill import completion_stop_rule, infill
 from decoder.prompts import build_explain_prompt, explain_stop_rule
 from decoder.router import generate
 
-K = TypeVar("K")  # what names a text in bits_by_file: a file name, or an index
+K = TypeVar("K")  # what names a text in bits_by_file (a held-out file's name)
 
 
 @dataclass(frozen=True)
@@ -185,11 +185,6 @@ def equal_shares(lengths: list[int], budget: int) -> list[int]:
         shares[i] = min(lengths[i], budget // (len(lengths) - done))
         budget -= shares[i]
     return shares
-
-
-def bits_per_byte(engine: Engine, texts: list[str], max_tokens: int = 40_000, window: int = 512) -> float:
-    """Causal next-token cross-entropy in bits per UTF-8 byte over `texts`, `max_tokens` in all."""
-    return aggregate_bits_per_byte(bits_by_file(engine, dict(enumerate(texts)), max_tokens, window).values())
 
 
 def aggregate_bits_per_byte(counts: Iterable[tuple[float, int]]) -> float:

@@ -86,24 +86,25 @@ def _compare(args: argparse.Namespace) -> int:
             out["bits_per_byte"] = {
                 "old": old["bits_per_byte"],
                 "new": new["bits_per_byte"],
-                "saved_per_file": {**vars(saved), "interval": list(saved.interval), "verdict": saved.verdict},
+                "saved_per_file": _difference_json(saved, saved.verdict),
             }
         Path(args.json).write_text(report_json(out) + "\n")
     return 0
 
 
-def _comparison_json(r: ConfigComparison) -> dict:
-    def difference(d: PairedDifference, verdict: str) -> dict:
-        return {**vars(d), "interval": list(d.interval), "verdict": verdict}
+def _difference_json(d: PairedDifference, verdict: str) -> dict:
+    return {**vars(d), "interval": list(d.interval), "verdict": verdict}
 
+
+def _comparison_json(r: ConfigComparison) -> dict:
     row = {
         "kind": r.kind,
         "config": r.config,
-        "exact_match": difference(r.exact_match, r.exact_match.verdict),
-        "edit_similarity": difference(r.edit_similarity, r.edit_similarity.verdict),
+        "exact_match": _difference_json(r.exact_match, r.exact_match.verdict),
+        "edit_similarity": _difference_json(r.edit_similarity, r.edit_similarity.verdict),
     }
     if r.stutter is not None and r.stutter_verdict is not None:  # reports from before stutter was counted: none
-        row["stutter"] = difference(r.stutter, r.stutter_verdict)
+        row["stutter"] = _difference_json(r.stutter, r.stutter_verdict)
     row["tokens_per_forward"] = {"old": r.tokens_per_forward[0], "new": r.tokens_per_forward[1]}
     return row
 

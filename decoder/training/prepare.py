@@ -48,7 +48,8 @@ def build_corpus(
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
     roots = C.default_roots() if roots is None else roots
-    wheels = C.select_wheels(wheel_dirs, installed=C.installed_projects(roots))
+    installed = C.installed_projects(roots) if wheel_dirs else frozenset()  # only wheels need it
+    wheels = C.select_wheels(wheel_dirs, installed)
     if wheels.found:
         log(
             f"wheels: {wheels.found} found, {len(wheels.used)} read ({wheels.older_versions_skipped} older versions "

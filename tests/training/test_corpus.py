@@ -73,9 +73,11 @@ def test_dedupe_manifest_and_split_by_module(tmp_path: Path) -> None:
     (root / "alpha" / "__pycache__" / "junk.py").write_text(body + "# cached\n")
     wheels = tmp_path / "wheels"
     wheels.mkdir()
-    with zipfile.ZipFile(wheels / "gamma-1.0-py3-none-any.whl", "w") as zf:
-        zf.writestr("gamma/__init__.py", body.replace("A", "Gamma"))
-        zf.writestr("gamma-1.0.dist-info/METADATA", "Name: gamma")
+    _wheel(
+        wheels,
+        "gamma-1.0-py3-none-any.whl",
+        {"gamma/__init__.py": body.replace("A", "Gamma"), "gamma-1.0.dist-info/METADATA": "Name: gamma"},
+    )
     files = list(C.collect([], C.select_wheels([wheels]).used, [root]))
     corpus = C.deduplicate_and_split(files, holdout=frozenset({"beta"}))
     assert corpus.skipped_duplicates == 1

@@ -59,6 +59,7 @@ def model_card(model: CausalLM, training: dict[str, Any]) -> str:
         )
     for name, s in corpus.get("splits", {}).items():
         lines.append(f"- split {name}: {s['files']} files, {s['modules']} modules, {s['bytes'] / 1e6:.1f} MB")
+    lines += _mix_lines(training)
     lines += ["", "## Metrics (validation split: held-out modules)"]
     for k in ("val_ar_bpb", "val_masked_bpb", "val_ar_loss", "train_tokens_per_s"):
         if k in m:
@@ -67,6 +68,19 @@ def model_card(model: CausalLM, training: dict[str, Any]) -> str:
         lines += ["", f"![validation bits per byte over training]({CURVE_FILE})"]
     lines += ["", "Full numbers: `training.json`.", ""]
     return "\n".join(lines)
+
+
+def _mix_lines(training: dict[str, Any]) -> list[str]:
+    mix = training.get("mix_corpus")
+    if not mix:
+        return []
+    train = mix.get("corpus_shards", {}).get("train", {})
+    sources = mix.get("corpus", {}).get("sources", {})
+    listed = ", ".join(f"{name} {s['bytes'] / 1e6:.0f} MB" for name, s in sources.items())
+    return [
+        f"- mixed in: {mix['rate']:.0%} of the document rows from a second corpus ({train.get('tokens', 0) / 1e6:.1f}M "
+        f"train tokens; {listed}; its validation split unused)"
+    ]
 
 
 def _growth_lines(tc: dict[str, Any]) -> list[str]:

@@ -24,6 +24,17 @@ __all__ = [
 def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     d = TrainConfig(corpus="", run_dir="")
     parser.add_argument("--corpus", required=True, help="corpus folder built by `parafill corpus` (shards + tokenizer)")
+    parser.add_argument(
+        "--mix-corpus",
+        default=None,
+        help="a second corpus folder (same tokenizer) to draw --mix-rate of the document rows from",
+    )
+    parser.add_argument(
+        "--mix-rate",
+        type=float,
+        default=d.mix_rate,
+        help="share of document rows from --mix-corpus (e.g. 0.3: the stdlib keeps most of its share)",
+    )
     parser.add_argument("--run", required=True, help="run folder (log, checkpoint); e.g. runs/cpu-5m")
     parser.add_argument("--size", default=d.size, choices=sorted(SIZES))
     parser.add_argument("--seq-len", type=int, default=d.seq_len)
@@ -103,6 +114,8 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
     return TrainConfig(
         corpus=args.corpus,
+        mix_corpus=args.mix_corpus,
+        mix_rate=args.mix_rate,
         run_dir=args.run,
         size=args.size,
         seq_len=args.seq_len,

@@ -67,10 +67,20 @@ class Batcher:
         explain: np.ndarray | None = None,
         mix: MixConfig | None = None,
         seed: int = 0,
+        extra_docs: np.ndarray | None = None,
+        extra_rate: float = 0.0,
     ) -> None:
         if len(docs) <= seq_len + 1:
             raise ValueError(f"document stream of {len(docs)} tokens is shorter than a row of {seq_len}")
+        if extra_docs is not None and len(extra_docs) <= seq_len + 1:
+            raise ValueError(f"mixed-in stream of {len(extra_docs)} tokens is shorter than a row of {seq_len}")
+        if not 0.0 <= extra_rate <= 1.0:
+            raise ValueError(f"mix rate {extra_rate} is not in [0, 1]")
         self.docs = docs
+        # A second corpus's document stream, windows drawn from it at `extra_rate`: a mix whose weights are set
+        # here rather than by the corpora's sizes (a big wheel corpus would otherwise drown the stdlib).
+        self.extra_docs = extra_docs
+        self.extra_rate = extra_rate if extra_docs is not None else 0.0
         self.seq_len = seq_len
         self.newline = newline
         self.mix = mix or MixConfig()
@@ -104,9 +114,12 @@ class Batcher:
         return self.fim(window)
 
     def window(self) -> np.ndarray:
-        """A random `seq_len`-token window of the document stream."""
-        s = int(self.rng.integers(0, len(self.docs) - self.seq_len))
-        return np.asarray(self.docs[s : s + self.seq_len], dtype=np.int64)
+        """A random `seq_len`-token window of the document stream (or, at `extra_rate`, of the mixed-in one)."""
+        docs = self.docs
+        if self.extra_rate and self.rng.random() < self.extra_rate:
+            docs = self.extra_docs
+        s = int(self.rng.integers(0, len(docs) - self.seq_len))
+        return np.asarray(docs[s : s + self.seq_len], dtype=np.int64)
 
     def fim(self, window: np.ndarray) -> np.ndarray:
         """Rearrange the first document piece of `window` into a FIM example; keep the length."""

@@ -50,6 +50,10 @@ MASK_ID = SPECIAL_IDS["<|mask|>"]
 class TrainConfig:
     corpus: str
     run_dir: str
+    # A second corpus (same tokenizer) whose train windows make up mix_rate of the document rows; explain rows and
+    # validation stay the main corpus's.
+    mix_corpus: str | None = None
+    mix_rate: float = 0.0
     size: str = "5m"
     seq_len: int = 256
     batch_size: int = 16
@@ -229,6 +233,7 @@ class Trainer:
         self.bytes_of = torch.from_numpy(byte_table(self.tokenizer))
         explain = corpus / "explain_train.bin"
         self.np_rng = np.random.default_rng(cfg.seed)
+        self.mix_shards = self._mix_shards(cfg)
         self.batcher = Batcher(
             C.load_shard(corpus / "train.bin"),
             cfg.seq_len,
@@ -236,6 +241,8 @@ class Trainer:
             explain=C.load_shard(explain) if explain.is_file() and explain.stat().st_size else None,
             mix=MixConfig(fim_rate=cfg.fim_rate, explain_rate=cfg.explain_rate),
             seed=cfg.seed,
+            extra_docs=C.load_shard(Path(cfg.mix_corpus) / "train.bin") if cfg.mix_corpus else None,
+            extra_rate=cfg.mix_rate,
         )
         self.batcher.rng = self.np_rng
         self.distill = DistillRows(cfg.distill_set, cfg.seq_len, cfg.block_sizes) if cfg.distill_set else None
@@ -291,6 +298,22 @@ class Trainer:
         if cfg.compile:
             self.fwd = torch.compile(self.model)
         self.autocast_dtype = torch.bfloat16 if cfg.dtype == "bf16" else None
+
+    def _mix_shards(self, cfg: TrainConfig) -> dict:
+        """shards.json of the mixed-in corpus, checked against the main one's tokenizer ({} without a mix)."""
+        if not cfg.mix_corpus:
+            if cfg.mix_rate:
+                raise ValueError("--mix-rate needs --mix-corpus")
+            return {}
+        meta = C.read_shards_meta(cfg.mix_corpus)
+        if meta.get("tokenizer_sha256") != self.shards.get("tokenizer_sha256"):
+            raise ValueError(
+                f"--mix-corpus {cfg.mix_corpus} was tokenized with tokenizer {meta.get('tokenizer_sha256')}, "
+                f"--corpus with {self.shards.get('tokenizer_sha256')}: build both with the same --tokenizer"
+            )
+        if not 0.0 < cfg.mix_rate <= 1.0:
+            raise ValueError(f"--mix-rate must be in (0, 1] with --mix-corpus, not {cfg.mix_rate}")
+        return meta
 
     # ------------------------------------------------------------------------------------------ utils
 
@@ -447,6 +470,12 @@ class Trainer:
             "corpus_shards": self.shards.get("shards", {}),
             "tokenizer_sha256": self.shards.get("tokenizer_sha256"),
         }
+        if self.mix_shards:
+            training["mix_corpus"] = {
+                "rate": self.cfg.mix_rate,
+                "corpus": self.mix_shards.get("summary", {}),
+                "corpus_shards": self.mix_shards.get("shards", {}),
+            }
         training["history"] = self.history
         training |= totals(training, self.lineage)
         (tmp / "training.json").write_text(json.dumps(training, indent=1) + "\n")

@@ -3,6 +3,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 from tokenizers import Tokenizer
 
 from decoder.training import corpus as C
@@ -96,3 +97,22 @@ def test_byte_table_counts_utf8_bytes(tiny_corpus: Path) -> None:
     ids = tok.encode(text).ids
     assert int(table[ids].sum()) == len(text.encode("utf-8"))
     assert table[:8].sum() == 0  # special tokens stand for no bytes
+
+
+def test_a_mixed_in_stream_gives_its_share_of_the_windows(tiny_corpus: Path) -> None:
+    tok = Tokenizer.from_file(str(tiny_corpus / "tokenizer.json"))
+    main = C.load_shard(tiny_corpus / "train.bin")
+    marker = int(main.max()) + 1  # a token the main stream never holds
+    extra = np.full(1000, marker, dtype=main.dtype)
+    batcher = Batcher(main, 64, newline_table(tok), mix=MixConfig(fim_rate=0.0), extra_docs=extra, extra_rate=0.3)
+    from_extra = sum(bool((batcher.window() == marker).all()) for _ in range(2000))
+    assert 500 <= from_extra <= 700  # 30% of 2000, binomial sd about 20
+    alone = Batcher(main, 64, newline_table(tok), mix=MixConfig(fim_rate=0.0), extra_docs=extra, extra_rate=0.0)
+    assert not any((alone.window() == marker).any() for _ in range(200))
+
+
+def test_a_mixed_in_stream_shorter_than_a_row_is_refused(tiny_corpus: Path) -> None:
+    tok = Tokenizer.from_file(str(tiny_corpus / "tokenizer.json"))
+    main = C.load_shard(tiny_corpus / "train.bin")
+    with pytest.raises(ValueError, match="mixed-in stream"):
+        Batcher(main, 64, newline_table(tok), extra_docs=main[:10], extra_rate=0.5)

@@ -177,3 +177,26 @@ def test_resume_stable_needs_the_stable_checkpoint_of_a_wsd_run(tiny_corpus: Pat
         Trainer(tiny_cfg(tiny_corpus, run, max_steps=4, resume=True, resume_stable=True))
     with pytest.raises(ValueError, match="schedule 'linear'"):
         Trainer(tiny_cfg(tiny_corpus, run, max_steps=4, schedule="linear"))
+
+
+def test_a_mix_corpus_is_recorded_in_the_export_and_its_card(tiny_corpus: Path, tmp_path: Path) -> None:
+    out = tmp_path / "export"
+    cfg = tiny_cfg(tiny_corpus, tmp_path / "run", max_steps=2, export_dir=str(out), mix_corpus=str(tiny_corpus))
+    Trainer(replace(cfg, mix_rate=0.25)).fit()
+    training = json.loads((out / "training.json").read_text())
+    assert training["mix_corpus"]["rate"] == 0.25
+    assert training["mix_corpus"]["corpus_shards"]["train"]["tokens"] > 0
+    assert "mixed in: 25% of the document rows" in (out / "README.md").read_text()
+
+
+def test_a_mix_corpus_with_another_tokenizer_or_no_rate_is_refused(tiny_corpus: Path, tmp_path: Path) -> None:
+    other = tmp_path / "other"
+    other.mkdir()
+    meta = json.loads((tiny_corpus / "shards.json").read_text())
+    (other / "shards.json").write_text(json.dumps(meta | {"tokenizer_sha256": "0000"}))
+    with pytest.raises(ValueError, match="same --tokenizer"):
+        Trainer(tiny_cfg(tiny_corpus, tmp_path / "a", max_steps=1, mix_corpus=str(other), mix_rate=0.3))
+    with pytest.raises(ValueError, match="--mix-rate must be"):
+        Trainer(tiny_cfg(tiny_corpus, tmp_path / "b", max_steps=1, mix_corpus=str(tiny_corpus)))
+    with pytest.raises(ValueError, match="needs --mix-corpus"):
+        Trainer(tiny_cfg(tiny_corpus, tmp_path / "c", max_steps=1, mix_rate=0.3))

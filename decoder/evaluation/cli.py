@@ -23,6 +23,7 @@ from decoder.evaluation.tasks import (
     explain_tasks,
     load_tasks,
     stdlib_heldout_files,
+    wheel_heldout_files,
 )
 from decoder.families import CAUSAL
 
@@ -63,6 +64,11 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
         "not served: docs/training.md)",
     )
     parser.add_argument("--tasks", help="JSONL task file instead of the standard-library held-out set")
+    parser.add_argument(
+        "--heldout-corpus",
+        help="held-out files from the wheels in this corpus folder's validation split (third-party code) instead "
+        "of the standard-library set; near-copies of this interpreter's stdlib and site-packages are left out",
+    )
     parser.add_argument("--bpb-tokens", type=int, default=40_000, help="tokens for bits per byte (0: skip)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
@@ -85,7 +91,9 @@ def run_eval(
     """`open_engine` (picklable; opens the same model as `engine`) is needed for `--jobs` > 1."""
     if args.jobs > 1 and open_engine is None:
         raise ValueError("--jobs > 1 needs a way to open the model in each worker")
-    files = stdlib_heldout_files()
+    files = wheel_heldout_files(args.heldout_corpus) if args.heldout_corpus else stdlib_heldout_files()
+    if not files:
+        raise SystemExit(f"no held-out files in {args.heldout_corpus}: its validation split holds no wheel files")
     kinds = [k for k in args.kinds.split(",") if k]
     configs = [] if args.no_ar else [DecodeConfig("ar", block_size=args.block_size)]
     configs += [DecodeConfig("ar", lookup_tokens=args.lookup)] if args.lookup else []
@@ -97,6 +105,7 @@ def run_eval(
         "model": model_name,
         "python": platform.python_version(),
         "dtype": str(getattr(engine, "dtype", "")).removeprefix("torch."),
+        "heldout": f"wheel files of {args.heldout_corpus}'s validation split" if args.heldout_corpus else "stdlib",
         "heldout_files": [f.name for f in files],
         "task_allocation": TASK_ALLOCATION,
         "task_lines": TASK_LINES,

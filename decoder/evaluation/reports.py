@@ -24,6 +24,7 @@ SETUP_KEYS = (
     "token_healing",
     "fallback_window",
     "defer_repeats",
+    "heldout",
     "heldout_files",
     "task_allocation",
     "task_lines",
@@ -33,6 +34,7 @@ SETUP_BEFORE_KEYS = {
     "task_allocation": "even",
     "task_lines": "code lines; literal tables included",
     "defer_repeats": False,
+    "heldout": "stdlib",
 }
 
 

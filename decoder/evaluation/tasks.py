@@ -20,7 +20,15 @@ import sysconfig
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from decoder.training.corpus import explain_pairs, module_of, split_of
+from decoder.training.corpus import (
+    collect,
+    default_roots,
+    explain_pairs,
+    heldout_files,
+    module_of,
+    near_copy_pairs,
+    split_of,
+)
 
 PREFIX_CHARS = 2400
 SUFFIX_CHARS = 800
@@ -65,6 +73,33 @@ def stdlib_heldout_files(limit_bytes: int = 400_000) -> list[HeldoutFile]:
         except (OSError, UnicodeDecodeError):
             continue
     return out
+
+
+def wheel_heldout_files(
+    corpus_dir: str | Path,
+    limit_bytes: int = 400_000,
+    exclude_roots: list[tuple[str, Path]] | None = None,
+    per_wheel: int = 1,
+) -> list[HeldoutFile]:
+    """Files of the wheels in a corpus's validation split: code of other projects, as users write it, which
+    neither that corpus's train split nor the stdlib held-out set holds. `per_wheel` files of each wheel (chosen
+    by a hash of the path), so that a few big projects do not make up the set. Wheels of installed projects are
+    not read by `parafill corpus`, and exact copies lose to the site-packages file, but a wheel may vendor a
+    module found in site-packages: near-copies of `exclude_roots`' files (default: this interpreter's stdlib and
+    site-packages, which the default corpus trains on) are left out. Named `<wheel file>!<path>`."""
+    held = [f for f in heldout_files(corpus_dir) if f.source.startswith("wheel:") and len(f.text) <= limit_bytes]
+    roots = default_roots() if exclude_roots is None else exclude_roots
+    near = {i for _, i in near_copy_pairs([f.text for f in held], [f.text for f in collect(roots)])}
+    by_wheel: dict[str, list] = {}
+    for i, f in enumerate(held):
+        if i not in near:
+            by_wheel.setdefault(f.source, []).append(f)
+    chosen = [
+        f
+        for files in by_wheel.values()
+        for f in sorted(files, key=lambda f: hashlib.sha256(f.path.encode()).hexdigest())[:per_wheel]
+    ]
+    return [HeldoutFile(name=f.path, text=f.text) for f in sorted(chosen, key=lambda f: f.path)]
 
 
 def _rng(name: str, seed: int) -> random.Random:

@@ -253,21 +253,31 @@ def _distinctive_lines(text: str) -> set[str]:
     return {s for line in text.split("\n") if len(s := line.strip()) >= DISTINCTIVE_LINE_CHARS}
 
 
-def drop_near_copies_of_val(files: list[SourceFile]) -> tuple[list[SourceFile], int]:
-    """`files` without the train files that are near-copies of a val file (see NEAR_COPY_SHARE), and how many."""
-    val_lines = [_distinctive_lines(f.text) for f in files if f.split == "val"]
+def near_copy_pairs(val_texts: list[str], train_texts: list[str]) -> set[tuple[int, int]]:
+    """(train index, val index) for every train text that is a near-copy of a val text: it holds at least
+    NEAR_COPY_MIN_LINES and NEAR_COPY_SHARE of the val text's distinctive lines, counting only lines found in
+    at most RARE_LINE_FILES train texts."""
+    val_lines = [_distinctive_lines(t) for t in val_texts]
     owners: dict[str, list[int]] = {}
     for i, lines in enumerate(val_lines):
         for line in lines:
             owners.setdefault(line, []).append(i)
-    trains = [f for f in files if f.split == "train"]
-    train = [(f, _distinctive_lines(f.text) & owners.keys()) for f in trains]
-    spread = Counter(line for _, shared in train for line in shared)
-    near: set[int] = set()
-    for f, shared in train:
+    train = [_distinctive_lines(t) & owners.keys() for t in train_texts]
+    spread = Counter(line for shared in train for line in shared)
+    pairs: set[tuple[int, int]] = set()
+    for j, shared in enumerate(train):
         hits = Counter(i for line in shared if spread[line] <= RARE_LINE_FILES for i in owners[line])
-        if any(n >= NEAR_COPY_MIN_LINES and n >= NEAR_COPY_SHARE * len(val_lines[i]) for i, n in hits.items()):
-            near.add(id(f))
+        pairs.update(
+            (j, i) for i, n in hits.items() if n >= NEAR_COPY_MIN_LINES and n >= NEAR_COPY_SHARE * len(val_lines[i])
+        )
+    return pairs
+
+
+def drop_near_copies_of_val(files: list[SourceFile]) -> tuple[list[SourceFile], int]:
+    """`files` without the train files that are near-copies of a val file (see `near_copy_pairs`), and how many."""
+    trains = [f for f in files if f.split == "train"]
+    pairs = near_copy_pairs([f.text for f in files if f.split == "val"], [f.text for f in trains])
+    near = {id(trains[j]) for j, _ in pairs}
     return [f for f in files if id(f) not in near], len(near)
 
 

@@ -32,6 +32,7 @@ from decoder.evaluation.tasks import (
     line_tasks,
     literal_table_lines,
     stdlib_heldout_files,
+    wheel_heldout_files,
 )
 from decoder.families import CAUSAL
 
@@ -160,6 +161,54 @@ def test_lines_of_literal_tables_are_not_tasks():
 def test_heldout_files_are_named_and_not_empty():
     files = stdlib_heldout_files()
     assert files and all(f.name.endswith(".py") and f.text for f in files)
+
+
+def _module(seed: int, lines: int = 40) -> str:
+    """A module whose lines are long and its own (distinctive, for the near-copy rule)."""
+    return "\n".join(f"value_{seed}_{i} = compute_something_long({seed}, {i}, 'x')" for i in range(lines)) + "\n"
+
+
+def _write_val_split(folder, entries: list[tuple[str, str, str]]) -> None:
+    """val_files.jsonl as `parafill corpus` writes it: (source, path, text) per held-out file."""
+    folder.mkdir(parents=True, exist_ok=True)
+    rows = [{"source": s, "path": p, "module": p, "text": t, "split": "val"} for s, p, t in entries]
+    (folder / "val_files.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def test_wheel_heldout_files_take_one_file_a_wheel_and_no_copy_of_what_was_trained(tmp_path):
+    vendored = _module(9)
+    _write_val_split(
+        tmp_path / "corpus",
+        [
+            ("stdlib", "json/x.py", _module(1)),  # the stdlib set covers these
+            ("wheel:a-1.0-py3-none-any.whl", "a-1.0-py3-none-any.whl!a/one.py", _module(2)),
+            ("wheel:a-1.0-py3-none-any.whl", "a-1.0-py3-none-any.whl!a/two.py", _module(3)),
+            ("wheel:b-2.0-py3-none-any.whl", "b-2.0-py3-none-any.whl!b/vendored.py", vendored),
+            ("wheel:c-3.0-py3-none-any.whl", "c-3.0-py3-none-any.whl!c/big.py", _module(4, lines=4000)),
+        ],
+    )
+    site = tmp_path / "site"
+    (site / "lib").mkdir(parents=True)
+    (site / "lib" / "vendored.py").write_text("# vendored\n" + vendored)  # a near-copy, not an exact one
+    files = wheel_heldout_files(tmp_path / "corpus", limit_bytes=20_000, exclude_roots=[("site-packages", site)])
+    names = [f.name for f in files]
+    assert len(names) == 1 and names[0].startswith("a-1.0-py3-none-any.whl!a/")
+    assert len(wheel_heldout_files(tmp_path / "corpus", 20_000, [], per_wheel=2)) == 3  # a's two and b's
+
+
+def test_eval_on_a_corpus_of_wheels_names_its_heldout_set(tiny_model_dir, tmp_path):
+    _write_val_split(tmp_path / "corpus", [("wheel:a-1.0-py3-none-any.whl", "a.whl!a/walk.py", SOURCE)])
+    parser = argparse.ArgumentParser()
+    add_eval_arguments(parser)
+    argv = ["--limit", "2", "--kinds", "line", "--thresholds", "0.5", "--bpb-tokens", "200"]
+    args = parser.parse_args([*argv, "--heldout-corpus", str(tmp_path / "corpus")])
+    report = run_eval(args, Engine.from_folder(tiny_model_dir), "tiny")
+    assert report["heldout_files"] == ["a.whl!a/walk.py"] and "validation split" in report["heldout"]
+    assert list(report["bits_per_byte_files"]) == ["a.whl!a/walk.py"]
+    assert all(name.startswith("a.whl!a/walk.py:") for name in report["task_names"]["line"])
+    _write_val_split(tmp_path / "empty", [("stdlib", "json/x.py", SOURCE)])
+    with pytest.raises(SystemExit, match="no held-out files"):
+        run_eval(parser.parse_args([*argv, "--heldout-corpus", str(tmp_path / "empty")]), None, "tiny")
 
 
 def test_eval_report_has_every_metric(tiny_model_dir, tmp_path):

@@ -195,6 +195,7 @@ def test_reports_made_differently_or_missing_a_kind_are_not_judged(reports):
         ("dtype", "bfloat16"),
         ("token_healing", not old["token_healing"]),
         ("heldout_files", ["x"]),
+        ("heldout", "wheel files of data/corpus-wheels's validation split"),
         ("task_allocation", "even"),
         ("task_lines", "code lines; literal tables included"),
         ("defer_repeats", True),
@@ -220,6 +221,11 @@ def test_reports_made_differently_or_missing_a_kind_are_not_judged(reports):
     assert compare_reports(written_before, old)
     with pytest.raises(ReportMismatch, match="defer_repeats False vs True"):
         compare_reports(written_before, {**old, "defer_repeats": True})
+    # One from before `--heldout-corpus` held stdlib files.
+    written_before = {k: v for k, v in copy.deepcopy(old).items() if k != "heldout"}
+    assert compare_reports(written_before, {**old, "heldout": "stdlib"})
+    with pytest.raises(ReportMismatch, match=r"heldout 'stdlib' vs .wheel files"):
+        compare_reports(written_before, {**old, "heldout": "wheel files of c's validation split"})
     with pytest.raises(ReportMismatch, match="one report only"):  # unjudged would have meant not refused
         regressions(old, reports["line"], "block B=8 t=0.5")
     with pytest.raises(ReportMismatch, match="different models"):

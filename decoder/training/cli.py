@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import tempfile
 
 from decoder.compute_dtype import COMPUTE_DTYPES
 from decoder.training.distill import DistillSetConfig, build_distill_set
@@ -35,7 +36,7 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
         default=d.mix_rate,
         help="share of document rows from --mix-corpus (e.g. 0.3: the stdlib keeps most of its share)",
     )
-    parser.add_argument("--run", required=True, help="run folder (log, checkpoint); e.g. runs/cpu-5m")
+    parser.add_argument("--run", help="run folder (log, checkpoint); e.g. runs/cpu-5m")
     parser.add_argument("--size", default=d.size, choices=sorted(SIZES))
     parser.add_argument("--seq-len", type=int, default=d.seq_len)
     parser.add_argument("--batch-size", type=int, default=d.batch_size)
@@ -109,6 +110,12 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
         help="continue from RUN/checkpoint-stable, a wsd run before its decay (implies --resume; give a longer budget)",
     )
     parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument(
+        "--eval-only",
+        action="store_true",
+        help="print the --init-from model's validation bits per byte on --corpus (--eval-windows windows) as JSON "
+        "and exit; no training, --run not needed",
+    )
 
 
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
@@ -154,11 +161,36 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
 
 
 def run_train(args: argparse.Namespace) -> int:
+    if args.eval_only:
+        return run_eval_only(args)
+    if not args.run:
+        raise SystemExit("give --run (the run folder)")
     cfg = config_from_args(args)
     if cfg.max_steps is None and cfg.time_budget_minutes is None:
         raise SystemExit("give --max-steps or --time-budget-minutes")
     result = Trainer(cfg, log=print).fit()
     print(json.dumps(result, indent=1, default=str))
+    return 0
+
+
+def run_eval_only(args: argparse.Namespace) -> int:
+    """Validation bits per byte of a model folder on a corpus's validation windows: the numbers a run logs at its
+    evals, for any model on any corpus built with its tokenizer (e.g. the shipped model on a wider corpus)."""
+    if not args.init_from:
+        raise SystemExit("--eval-only scores a model folder: give --init-from")
+    with tempfile.TemporaryDirectory(prefix="parafill-eval-") as scratch:
+        args.run = args.run or scratch  # the trainer keeps a log there; nothing else is written
+        trainer = Trainer(config_from_args(args), log=lambda _msg: None)
+        scores = trainer.evaluate()
+    result = {
+        "model": args.init_from,
+        "corpus": args.corpus,
+        "windows": len(trainer.val),
+        "seq_len": trainer.cfg.seq_len,
+        "dtype": trainer.cfg.dtype,
+        **{k: round(v, 5) for k, v in scores.items()},
+    }
+    print(json.dumps(result, indent=1))
     return 0
 
 

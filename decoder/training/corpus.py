@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+import multiprocessing
 import os
 import sys
 import sysconfig
@@ -366,6 +367,22 @@ def explain_pairs(text: str, max_code_chars: int = 3000, max_doc_chars: int = 12
 
 def explain_example(code: str, doc: str) -> str:
     return f"<|explain_code|>{code}\n<|explain_text|>{doc}<|endoftext|>"
+
+
+def _explain_examples_of(text: str) -> list[str]:
+    return [explain_example(code, doc) for code, doc in explain_pairs(text)]
+
+
+def explain_examples(texts: list[str], workers: int | None = None) -> list[str]:
+    """Every explain example of `texts`, in their order. Parsing each file is the slow part of a corpus build (10 of
+    a wheel corpus's 17 minutes in one process), and files are independent: spread them over `workers` processes
+    (default: every core this process may use)."""
+    workers = workers or len(os.sched_getaffinity(0))
+    if workers <= 1 or len(texts) < 64:
+        return [ex for text in texts for ex in _explain_examples_of(text)]
+    with multiprocessing.get_context("spawn").Pool(workers) as pool:
+        per_file = pool.imap(_explain_examples_of, texts, chunksize=64)
+        return [ex for examples in per_file for ex in examples]
 
 
 # ------------------------------------------------------------------------------------------- tokenizing

@@ -93,7 +93,7 @@ def build_corpus(
         f"({time.time() - t2:.0f}s)"
     )
     for name, split_files in (("explain_train", train[:explain_max_files]), ("explain_val", val)):
-        examples = [C.explain_example(code, doc) for f in split_files for code, doc in C.explain_pairs(f.text)]
+        examples = C.explain_examples([f.text for f in split_files])
         # Explain examples carry their own special tokens, so encode them with special-token parsing.
         shards[name] = _write_examples(tok, examples, out / f"{name}.bin")
     log(f"explain pairs: train {shards['explain_train']['docs']}, val {shards['explain_val']['docs']}")

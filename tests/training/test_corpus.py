@@ -137,6 +137,16 @@ def test_explain_pairs_drop_the_docstring() -> None:
     assert pairs == [("def f(a):\n    return a + 1", "Add one to a.\n\nReturns an int.")]
 
 
+def test_explain_examples_in_worker_processes_match_one_process() -> None:
+    texts = [
+        f'def f{i}(a):\n    """Add {i} to a, as the tests expect."""\n    return a + {i}\n' if i % 3 else "x = ("
+        for i in range(200)
+    ]
+    serial = C.explain_examples(texts, workers=1)
+    assert len(serial) == 133 and serial[0].startswith("<|explain_code|>def f1(a):")  # every third file: no pair
+    assert C.explain_examples(texts, workers=2) == serial
+
+
 def test_built_corpus_has_shards_tokenizer_and_heldout(tiny_corpus: Path) -> None:
     meta = json.loads((tiny_corpus / "shards.json").read_text())
     tok = Tokenizer.from_file(str(tiny_corpus / "tokenizer.json"))

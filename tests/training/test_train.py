@@ -200,3 +200,24 @@ def test_a_mix_corpus_with_another_tokenizer_or_no_rate_is_refused(tiny_corpus: 
         Trainer(tiny_cfg(tiny_corpus, tmp_path / "b", max_steps=1, mix_corpus=str(tiny_corpus)))
     with pytest.raises(ValueError, match="needs --mix-corpus"):
         Trainer(tiny_cfg(tiny_corpus, tmp_path / "c", max_steps=1, mix_rate=0.3))
+
+
+def test_eval_only_prints_the_validation_scores_of_a_model_folder(
+    tiny_corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from decoder.training.cli import main
+
+    out = tmp_path / "export"
+    Trainer(tiny_cfg(tiny_corpus, tmp_path / "a", max_steps=3, export_dir=str(out))).fit()
+    direct = Trainer(tiny_cfg(tiny_corpus, tmp_path / "b", max_steps=1, init_from=str(out))).evaluate()
+    argv = ["train", "--corpus", str(tiny_corpus), "--init-from", str(out), "--eval-only"]
+    assert main([*argv, "--seq-len", "64", "--eval-windows", "4", "--threads", "1"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["windows"] == 4 and printed["model"] == str(out)
+    for key in ("val_ar_bpb", "val_masked_bpb"):
+        assert printed[key] == pytest.approx(direct[key], abs=1e-4)
+    assert not (tmp_path / "run").exists()
+    with pytest.raises(SystemExit, match="give --init-from"):
+        main(["train", "--corpus", str(tiny_corpus), "--eval-only"])
+    with pytest.raises(SystemExit, match="give --run"):
+        main(["train", "--corpus", str(tiny_corpus), "--max-steps", "1"])

@@ -65,6 +65,13 @@ def run_train_command(args: argparse.Namespace) -> int:
         raise UserError(f"--init-from {args.init_from}: no config.json there")
     if args.grow_layers is not None:
         _check_growth(args)
+    if args.eval_only:
+        if not args.init_from:
+            raise UserError("--eval-only scores a model folder: give --init-from")
+        check_output_folder(args.run, "--run")
+        return run_train(args)
+    if not args.run:
+        raise UserError("give --run (the run folder)")
     if args.max_steps is None and args.time_budget_minutes is None:
         raise UserError("give --max-steps or --time-budget-minutes")
     check_output_folder(args.run, "--run")

@@ -376,11 +376,13 @@ def _explain_examples_of(text: str) -> list[str]:
 def explain_examples(texts: list[str], workers: int | None = None) -> list[str]:
     """Every explain example of `texts`, in their order. Parsing each file is the slow part of a corpus build (10 of
     a wheel corpus's 17 minutes in one process), and files are independent: spread them over `workers` processes
-    (default: every core this process may use)."""
+    (default: every core this process may use). Forked, not spawned: a spawned worker imports the caller's main
+    module again, and a script without a `__main__` guard would then start itself over in every worker; the
+    workers only parse text with `ast`, which inherits no lock from the parent's threads."""
     workers = workers or len(os.sched_getaffinity(0))
-    if workers <= 1 or len(texts) < 64:
+    if workers <= 1 or len(texts) < 64 or "fork" not in multiprocessing.get_all_start_methods():
         return [ex for text in texts for ex in _explain_examples_of(text)]
-    with multiprocessing.get_context("spawn").Pool(workers) as pool:
+    with multiprocessing.get_context("fork").Pool(workers) as pool:
         per_file = pool.imap(_explain_examples_of, texts, chunksize=64)
         return [ex for examples in per_file for ex in examples]
 

@@ -30,8 +30,8 @@ def eval_section(
     brackets where it was measured on the same configuration, the served threshold and what the confidence
     gate keeps there, then held-out bits per byte."""
     lines = [
-        f"## Evaluation (`{command}`)",
-        "Held-out standard-library files (the validation split). EM: whitespace-split equality; ES: 1 -"
+        f"## Evaluation{_heldout_title(report)} (`{command}`)",
+        _heldout_sentence(report) + " EM: whitespace-split equality; ES: 1 -"
         " Levenshtein / max length, with its standard error; explain tasks compare the explanation's first line"
         " with the docstring's. Stutter: the share of completions that repeat a word back to back ('in in') more"
         " often than their target. p50 latency: "
@@ -77,6 +77,18 @@ def eval_section(
             bpb += f" (previous: {previous['bits_per_byte']:.4f}{file_by_file})"
         lines += ["", bpb + "."]
     return "\n".join(lines) + "\n"
+
+
+def _heldout_title(report: dict) -> str:
+    return "" if report.get("heldout", "stdlib") == "stdlib" else ", third-party code"
+
+
+def _heldout_sentence(report: dict) -> str:
+    """Which held-out files the report scored: the stdlib set, or `parafill eval --heldout-corpus`'s wheel files."""
+    heldout = report.get("heldout", "stdlib")
+    if heldout == "stdlib":
+        return "Held-out standard-library files (the validation split)."
+    return f"Held-out third-party files: {heldout}, one file a wheel ({len(report.get('heldout_files', []))} files)."
 
 
 def _paired_lines(previous: dict | None, report: dict) -> list[str]:

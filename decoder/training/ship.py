@@ -113,6 +113,21 @@ def refuse_regressions(
         raise SystemExit("ship: the new model is worse than the one it replaces on the rows above (--allow-worse)")
 
 
+def wheel_section(
+    paths: list[str],
+    choice: ThresholdChoice | None,
+    previous_config: str | None,
+    command: str = "parafill eval --heldout-corpus",
+    judge: bool = True,
+) -> str:
+    """The card's section for a second held-out set (third-party code), after judging it like the first: a model
+    that is better on the stdlib files but worse on other projects' code is not shipped either."""
+    report, previous = (json.loads(Path(path).read_text()) for path in paths)
+    if judge:
+        refuse_regressions(previous, report, choice, previous_config)
+    return eval_section(report, previous, command)
+
+
 if __name__ == "__main__":
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("export_dir")
@@ -122,6 +137,14 @@ if __name__ == "__main__":
     p.add_argument("--previous-eval", help="the same for the model it replaces (shown in brackets)")
     p.add_argument("--eval-command", default="parafill eval", help="the command that made the reports")
     p.add_argument("--eval-note", default="", help="a sentence on how it was measured (machine, load)")
+    p.add_argument(
+        "--wheel-eval",
+        nargs=2,
+        metavar=("NEW", "OLD"),
+        help="`parafill eval --heldout-corpus` reports of this model and the one it replaces (third-party code): "
+        "judged like --eval, and a second evaluation section of the card",
+    )
+    p.add_argument("--wheel-eval-command", default="parafill eval --heldout-corpus", help="the command that made them")
     p.add_argument("--max-mb", type=float, default=MAX_MODEL_MB, help="refuse weights larger than this (MB)")
     p.add_argument(
         "--allow-worse",
@@ -148,6 +171,12 @@ if __name__ == "__main__":
             if previous is not None:
                 refuse_regressions(previous, report, choice, served_config(a.dest))
         section = eval_section(report, previous, a.eval_command, a.eval_note, choice)
+        if a.wheel_eval:
+            section += "\n" + wheel_section(
+                a.wheel_eval, choice, served_config(a.dest), a.wheel_eval_command, judge=not a.allow_worse
+            )
+    elif a.wheel_eval:
+        raise SystemExit("ship: --wheel-eval goes with --eval (the served threshold is chosen on the stdlib report)")
     threshold = None if choice is None else choice.threshold
     try:
         print(ship(a.export_dir, a.dest, a.corpus, max_mb=a.max_mb, evaluation=section, threshold=threshold))

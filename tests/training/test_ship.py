@@ -23,15 +23,20 @@ from tests.training.test_train import tiny_cfg
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_ship_copies_inference_files_and_writes_the_eval_table(tiny_corpus: Path, tmp_path: Path) -> None:
+def _export_and_report(tiny_corpus: Path, tmp_path: Path) -> tuple[Path, Path, dict]:
+    """A tiny model trained for 3 steps, and its `parafill eval` report (2 tasks a kind, t=0.9 and 0.3)."""
     export = tmp_path / "export"
     Trainer(tiny_cfg(tiny_corpus, tmp_path / "run", max_steps=3, export_dir=str(export))).fit()
     parser = argparse.ArgumentParser()
     add_eval_arguments(parser)
     report_path = tmp_path / "eval.json"
     argv = ["--limit", "2", "--thresholds", "0.9,0.3", "--bpb-tokens", "300", "--json", str(report_path)]
-    args = parser.parse_args(argv)
-    report = run_eval(args, Engine.from_folder(export), str(export))
+    report = run_eval(parser.parse_args(argv), Engine.from_folder(export), str(export))
+    return export, report_path, report
+
+
+def test_ship_copies_inference_files_and_writes_the_eval_table(tiny_corpus: Path, tmp_path: Path) -> None:
+    export, report_path, report = _export_and_report(tiny_corpus, tmp_path)
     previous = json.loads(report_path.read_text())
     previous["bits_per_byte"] = 9.8765
     # the previous model spent half as many bits again on every held-out file
@@ -96,3 +101,40 @@ def test_ship_copies_inference_files_and_writes_the_eval_table(tiny_corpus: Path
     # The next ship holds its served configuration to this one (what users got so far).
     assert served_config(dest) == choice.config and served_config(tmp_path / "nothing") is None
     assert family_params(Engine.from_folder(export)).threshold == 0.9  # no measured threshold: the family's
+
+
+def test_a_second_heldout_set_is_judged_too_and_gets_its_own_card_section(tiny_corpus: Path, tmp_path: Path) -> None:
+    export, report_path, _ = _export_and_report(tiny_corpus, tmp_path)
+    # The same tasks as scored on third-party files (`parafill eval --heldout-corpus`): its report names them so.
+    wheel = json.loads(report_path.read_text()) | {"heldout": "wheel files of data/w's validation split"}
+    (tmp_path / "wheel.json").write_text(json.dumps(wheel))
+    better = json.loads(json.dumps(wheel))
+    block_row = next(r for r in better["kinds"]["block"] if r["mode"] == "ar")
+    block_row["task_scores"]["edit_similarity"] = [
+        min(1.0, x + 0.3) for x in block_row["task_scores"]["edit_similarity"]
+    ]
+    (tmp_path / "wheel_better.json").write_text(json.dumps(better))
+    dest = tmp_path / "models" / "default"
+    cmd = [sys.executable, "-m", "decoder.training.ship", str(export), "--dest", str(dest)]
+    cmd += ["--eval", str(report_path), "--previous-eval", str(report_path), "--wheel-eval-command", "pe --wheels"]
+    # As good on the stdlib tasks, worse on other projects' code than the model it replaces: not shipped.
+    refused = subprocess.run(
+        [*cmd, "--wheel-eval", str(tmp_path / "wheel.json"), str(tmp_path / "wheel_better.json")],
+        cwd=REPO,
+        capture_output=True,
+    )
+    assert refused.returncode == 1 and not dest.exists()
+    assert "worse than the one it replaces" in refused.stderr.decode() and " block ar " in refused.stderr.decode()
+    wheel_pair = [str(tmp_path / "wheel.json")] * 2
+    subprocess.run([*cmd, "--wheel-eval", *wheel_pair], cwd=REPO, check=True, capture_output=True)
+    card = (dest / "README.md").read_text()
+    assert "## Evaluation (`parafill eval`)\nHeld-out standard-library files" in card
+    third_party = card[card.index("## Evaluation, third-party code (`pe --wheels`)") :]
+    files = len(wheel["heldout_files"])
+    assert (
+        f"Held-out third-party files: wheel files of data/w's validation split, one file a wheel ({files} files)."
+        in third_party
+    )
+    assert "| rest of line (" in third_party and "line ar +0.000 [+0.000, +0.000] same" in third_party
+    alone = subprocess.run([*cmd[:6], "--wheel-eval", *wheel_pair], cwd=REPO, capture_output=True)
+    assert alone.returncode == 1 and "--wheel-eval goes with --eval" in alone.stderr.decode()

@@ -4,7 +4,7 @@ optionally the one it replaces, measured with the same code and tasks), so the c
 from __future__ import annotations
 
 from decoder.evaluation.metrics import gate_value
-from decoder.evaluation.reports import ReportMismatch, compare_bits_per_byte, compare_reports
+from decoder.evaluation.reports import SETUP_BEFORE_KEYS, ReportMismatch, compare_bits_per_byte, compare_reports
 from decoder.evaluation.threshold_choice import ThresholdChoice
 from decoder.families import THRESHOLD_FIELD
 
@@ -29,9 +29,10 @@ def eval_section(
     """Markdown: one table row per task kind and decoder configuration, the previous model's EM and ES in
     brackets where it was measured on the same configuration, the served threshold and what the confidence
     gate keeps there, then held-out bits per byte."""
+    title, heldout = _heldout_heading(report)
     lines = [
-        f"## Evaluation{_heldout_title(report)} (`{command}`)",
-        _heldout_sentence(report) + " EM: whitespace-split equality; ES: 1 -"
+        f"## Evaluation{title} (`{command}`)",
+        heldout + " EM: whitespace-split equality; ES: 1 -"
         " Levenshtein / max length, with its standard error; explain tasks compare the explanation's first line"
         " with the docstring's. Stutter: the share of completions that repeat a word back to back ('in in') more"
         " often than their target. p50 latency: "
@@ -79,16 +80,15 @@ def eval_section(
     return "\n".join(lines) + "\n"
 
 
-def _heldout_title(report: dict) -> str:
-    return "" if report.get("heldout", "stdlib") == "stdlib" else ", third-party code"
-
-
-def _heldout_sentence(report: dict) -> str:
-    """Which held-out files the report scored: the stdlib set, or `parafill eval --heldout-corpus`'s wheel files."""
-    heldout = report.get("heldout", "stdlib")
-    if heldout == "stdlib":
-        return "Held-out standard-library files (the validation split)."
-    return f"Held-out third-party files: {heldout}, one file a wheel ({len(report.get('heldout_files', []))} files)."
+def _heldout_heading(report: dict) -> tuple[str, str]:
+    """(title suffix, sentence) naming the held-out files the report scored: the stdlib set, or the wheel files of
+    `parafill eval --heldout-corpus`."""
+    stdlib = SETUP_BEFORE_KEYS["heldout"]  # what eval writes for the stdlib set, and what older reports scored
+    heldout = report.get("heldout", stdlib)
+    if heldout == stdlib:
+        return "", "Held-out standard-library files (the validation split)."
+    files = len(report.get("heldout_files", []))
+    return ", third-party code", f"Held-out third-party files: {heldout}, one file a wheel ({files} files)."
 
 
 def _paired_lines(previous: dict | None, report: dict) -> list[str]:

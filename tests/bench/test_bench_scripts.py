@@ -49,3 +49,12 @@ def test_bench_models_pairs_two_folders(tiny_model_dir, tmp_path):
     first = report["medians"][str(tiny_model_dir)]
     assert first["cold_ms"] > 0 and first["keystroke_ms"] > 0 and first["ms_per_forward"] > 0
     assert "identical completions: 3/3" in printed
+
+
+def test_bench_explain_pairs_times_both_ways_on_the_same_files(tmp_path):
+    out = tmp_path / "explain.json"
+    printed = _run("bench_explain_pairs.py", "--files", "300", "--rounds", "1", "--json", str(out))
+    figures = json.loads(out.read_text())
+    assert figures["files"] == 300 and figures["same_examples"] is True
+    assert set(figures["seconds"]) == {"1", "2"} and all(s[0] > 0 for s in figures["seconds"].values())
+    assert "same examples in the same order: True" in printed

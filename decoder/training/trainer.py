@@ -219,7 +219,7 @@ class Trainer:
         self.cfg = cfg
         self.run = Path(cfg.run_dir)
         self.run.mkdir(parents=True, exist_ok=True)
-        self._log_file = (self.run / "train.log").open("a", encoding="utf-8")
+        self._log_path = self.run / "train.log"
         self._log_fn = log
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
@@ -319,8 +319,10 @@ class Trainer:
 
     def log(self, msg: str) -> None:
         line = f"[{time.strftime('%H:%M:%S')}] {msg}"
-        self._log_file.write(line + "\n")
-        self._log_file.flush()
+        # Opened per line, not held: a Trainer built only to evaluate (--eval-only) or dropped by a test
+        # leaves no open handle behind, and a run killed mid-step keeps every line it logged.
+        with self._log_path.open("a", encoding="utf-8") as log_file:
+            log_file.write(line + "\n")
         if self._log_fn:
             self._log_fn(line)
 

@@ -25,6 +25,7 @@ from decoder.evaluation.threshold_report import format_threshold_tests
 from decoder.families import THRESHOLD_FIELD, family_of
 from decoder.generation import decoder_label
 from decoder.training.corpus import heldout_entries
+from decoder.training.validation import DEFAULT_WINDOWS, side_by_side, side_by_side_section
 
 # The working tree, shipped model included, travels to the GPU machine on every device call, which takes at
 # most 64 MiB: a model over about 45 MB would leave no room for the rest. The GPU recipe's 20m model is 38 MB
@@ -145,6 +146,15 @@ if __name__ == "__main__":
         "judged like --eval, and a second evaluation section of the card",
     )
     p.add_argument("--wheel-eval-command", default="parafill eval --heldout-corpus", help="the command that made them")
+    p.add_argument(
+        "--validation-corpus",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="score the model in --dest and this one on DIR's validation windows, side by side, for the card "
+        "(repeatable)",
+    )
+    p.add_argument("--validation-windows", type=int, default=DEFAULT_WINDOWS, help="windows a corpus (default 256)")
     p.add_argument("--max-mb", type=float, default=MAX_MODEL_MB, help="refuse weights larger than this (MB)")
     p.add_argument(
         "--allow-worse",
@@ -177,6 +187,11 @@ if __name__ == "__main__":
             )
     elif a.wheel_eval:
         raise SystemExit("ship: --wheel-eval goes with --eval (the served threshold is chosen on the stdlib report)")
+    if a.validation_corpus:
+        if not (Path(a.dest) / "model.safetensors").is_file():
+            raise SystemExit(f"ship: --validation-corpus compares with the model in {a.dest}, and there is none")
+        rows = [side_by_side(a.dest, a.export_dir, corpus, a.validation_windows) for corpus in a.validation_corpus]
+        section = (section + "\n" if section else "") + side_by_side_section(rows)
     threshold = None if choice is None else choice.threshold
     try:
         print(ship(a.export_dir, a.dest, a.corpus, max_mb=a.max_mb, evaluation=section, threshold=threshold))

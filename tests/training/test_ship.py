@@ -18,6 +18,7 @@ from decoder.evaluation.metrics import gate_value
 from decoder.evaluation.threshold_choice import choose_threshold
 from decoder.training.ship import served_config
 from decoder.training.trainer import Trainer
+from decoder.training.validation import validation_scores
 from tests.training.test_train import tiny_cfg
 
 REPO = Path(__file__).resolve().parents[2]
@@ -138,3 +139,29 @@ def test_a_second_heldout_set_is_judged_too_and_gets_its_own_card_section(tiny_c
     assert "| rest of line (" in third_party and "line ar +0.000 [+0.000, +0.000] same" in third_party
     alone = subprocess.run([*cmd[:6], "--wheel-eval", *wheel_pair], cwd=REPO, capture_output=True)
     assert alone.returncode == 1 and "--wheel-eval goes with --eval" in alone.stderr.decode()
+
+
+def test_ship_scores_the_replaced_model_and_the_new_one_side_by_side(tiny_corpus: Path, tmp_path: Path) -> None:
+    briefly, longer = tmp_path / "briefly", tmp_path / "longer"
+    Trainer(tiny_cfg(tiny_corpus, tmp_path / "a", max_steps=2, export_dir=str(briefly))).fit()
+    Trainer(tiny_cfg(tiny_corpus, tmp_path / "b", max_steps=12, export_dir=str(longer))).fit()
+    dest = tmp_path / "models" / "default"
+    ship = [sys.executable, "-m", "decoder.training.ship"]
+    compare = ["--validation-corpus", str(tiny_corpus), "--validation-windows", "4"]
+    # Nothing shipped yet: nothing to compare with, and nothing is written.
+    refused = subprocess.run([*ship, str(briefly), "--dest", str(dest), *compare], cwd=REPO, capture_output=True)
+    assert refused.returncode == 1 and "there is none" in refused.stderr.decode() and not dest.exists()
+    subprocess.run([*ship, str(briefly), "--dest", str(dest)], cwd=REPO, check=True, capture_output=True)
+    subprocess.run([*ship, str(longer), "--dest", str(dest), *compare], cwd=REPO, check=True, capture_output=True)
+
+    card = (dest / "README.md").read_text()
+    assert "## Validation side by side" in card
+    row = next(line for line in card.splitlines() if line.startswith(f"| `{tiny_corpus}` |"))
+    windows, ar, masked = (cell.strip() for cell in row.strip("|").split("|")[1:])
+    (old_ar, new_ar), (old_masked, new_masked) = (map(float, cell.split(" -> ")) for cell in (ar, masked))
+    # The numbers are the two models' own, scored alone on the same windows (to the card's 4 decimals).
+    for model, (want_ar, want_masked) in ((briefly, (old_ar, old_masked)), (longer, (new_ar, new_masked))):
+        scores, scored = validation_scores(model, tiny_corpus, 4)
+        assert int(windows) == scored
+        assert abs(scores["val_ar_bpb"] - want_ar) < 1e-3 and abs(scores["val_masked_bpb"] - want_masked) < 1e-3
+    assert new_ar < old_ar  # 12 steps learn more than 2

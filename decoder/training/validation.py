@@ -1,0 +1,72 @@
+"""Two model folders' validation bits per byte on the same windows, for the model card.
+
+A run's own validation numbers are measured on the split of the corpus built on its machine, which differs from
+machine to machine (other site-packages): they do not compare with the card of the model it replaces. Scored side
+by side on one corpus, the same windows and the same noise, they do (what `parafill train --eval-only` prints for
+one model).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from decoder.training.trainer import TrainConfig, Trainer
+
+DEFAULT_WINDOWS = 256
+
+
+@dataclass(frozen=True)
+class SideBySide:
+    corpus: str
+    windows: int
+    previous: dict[str, float]  # val_ar_bpb, val_masked_bpb, ... of the model being replaced
+    new: dict[str, float]
+
+
+def validation_scores(
+    model_dir: str | Path, corpus_dir: str | Path, windows: int = DEFAULT_WINDOWS, **config: object
+) -> tuple[dict[str, float], int]:
+    """(scores, windows scored) of one model folder on a corpus's validation windows; `config`: more TrainConfig
+    fields (seq_len, threads, ...)."""
+    with tempfile.TemporaryDirectory(prefix="parafill-val-") as scratch:  # the trainer logs there, nothing else
+        cfg = TrainConfig(
+            corpus=str(corpus_dir),
+            run_dir=scratch,
+            init_from=str(model_dir),
+            eval_windows=windows,
+            progress=False,
+            **config,  # type: ignore[arg-type]
+        )
+        trainer = Trainer(cfg, log=lambda _msg: None)
+        return trainer.evaluate(), len(trainer.val)
+
+
+def side_by_side(
+    previous_dir: str | Path,
+    new_dir: str | Path,
+    corpus_dir: str | Path,
+    windows: int = DEFAULT_WINDOWS,
+    **config: object,
+) -> SideBySide:
+    previous, scored = validation_scores(previous_dir, corpus_dir, windows, **config)
+    new, _ = validation_scores(new_dir, corpus_dir, windows, **config)
+    return SideBySide(str(corpus_dir), scored, previous, new)
+
+
+def side_by_side_section(rows: list[SideBySide]) -> str:
+    """The card's markdown section: one row a corpus, the replaced model -> this one."""
+    lines = [
+        "## Validation side by side (`parafill train --eval-only`)",
+        "Bits per byte on each corpus's validation windows, the model this one replaced -> this one (the same windows "
+        "and noise; the Metrics above are the training machine's own split and do not compare across cards).",
+        "",
+        "| corpus | windows | AR | masked |",
+        "|---|---|---|---|",
+    ]
+    for row in rows:
+        ar = f"{row.previous['val_ar_bpb']:.4f} -> {row.new['val_ar_bpb']:.4f}"
+        masked = f"{row.previous['val_masked_bpb']:.4f} -> {row.new['val_masked_bpb']:.4f}"
+        lines.append(f"| `{row.corpus}` | {row.windows} | {ar} | {masked} |")
+    return "\n".join(lines) + "\n"

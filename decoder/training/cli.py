@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import tempfile
 
 from decoder.compute_dtype import COMPUTE_DTYPES
 from decoder.training.distill import DistillSetConfig, build_distill_set
 from decoder.training.prepare import add_corpus_arguments, run_corpus
 from decoder.training.sizes import SIZES
 from decoder.training.trainer import TrainConfig, Trainer, default_threads
+from decoder.training.validation import evaluate_folder
 
 __all__ = [
     "add_corpus_arguments",
@@ -178,10 +178,7 @@ def run_eval_only(args: argparse.Namespace) -> int:
     evals, for any model on any corpus built with its tokenizer (e.g. the shipped model on a wider corpus)."""
     if not args.init_from:
         raise SystemExit("--eval-only scores a model folder: give --init-from")
-    with tempfile.TemporaryDirectory(prefix="parafill-eval-") as scratch:
-        args.run = args.run or scratch  # the trainer keeps a log there; nothing else is written
-        trainer = Trainer(config_from_args(args), log=lambda _msg: None)
-        scores = trainer.evaluate()
+    scores, trainer = evaluate_folder(config_from_args(args))
     result = {
         "model": args.init_from,
         "corpus": args.corpus,

@@ -9,7 +9,7 @@ one model).
 from __future__ import annotations
 
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from decoder.training.trainer import TrainConfig, Trainer
@@ -25,22 +25,24 @@ class SideBySide:
     new: dict[str, float]
 
 
+def evaluate_folder(cfg: TrainConfig) -> tuple[dict[str, float], Trainer]:
+    """Validation scores of the model folder `cfg.init_from` on `cfg.corpus`'s validation windows, and the trainer
+    that scored them (its resolved config, its windows). Without `cfg.run_dir` the trainer logs to a scratch
+    folder; nothing else is written."""
+    with tempfile.TemporaryDirectory(prefix="parafill-eval-") as scratch:
+        trainer = Trainer(replace(cfg, run_dir=cfg.run_dir or scratch), log=lambda _msg: None)
+        return trainer.evaluate(), trainer
+
+
 def validation_scores(
-    model_dir: str | Path, corpus_dir: str | Path, windows: int = DEFAULT_WINDOWS, **config: object
+    model_dir: str | Path, corpus_dir: str | Path, windows: int = DEFAULT_WINDOWS
 ) -> tuple[dict[str, float], int]:
-    """(scores, windows scored) of one model folder on a corpus's validation windows; `config`: more TrainConfig
-    fields (seq_len, threads, ...)."""
-    with tempfile.TemporaryDirectory(prefix="parafill-val-") as scratch:  # the trainer logs there, nothing else
-        cfg = TrainConfig(
-            corpus=str(corpus_dir),
-            run_dir=scratch,
-            init_from=str(model_dir),
-            eval_windows=windows,
-            progress=False,
-            **config,  # type: ignore[arg-type]
-        )
-        trainer = Trainer(cfg, log=lambda _msg: None)
-        return trainer.evaluate(), len(trainer.val)
+    """(scores, windows scored) of one model folder on a corpus's validation windows, the trainer's defaults."""
+    cfg = TrainConfig(
+        corpus=str(corpus_dir), run_dir="", init_from=str(model_dir), eval_windows=windows, progress=False
+    )
+    scores, trainer = evaluate_folder(cfg)
+    return scores, len(trainer.val)
 
 
 def side_by_side(
@@ -48,10 +50,9 @@ def side_by_side(
     new_dir: str | Path,
     corpus_dir: str | Path,
     windows: int = DEFAULT_WINDOWS,
-    **config: object,
 ) -> SideBySide:
-    previous, scored = validation_scores(previous_dir, corpus_dir, windows, **config)
-    new, _ = validation_scores(new_dir, corpus_dir, windows, **config)
+    previous, scored = validation_scores(previous_dir, corpus_dir, windows)
+    new, _ = validation_scores(new_dir, corpus_dir, windows)
     return SideBySide(str(corpus_dir), scored, previous, new)
 
 

@@ -38,6 +38,14 @@ SHIPPED = (
 )
 
 
+def check_size(export_dir: str | Path, max_mb: float = MAX_MODEL_MB) -> None:
+    """Refuse weights too large for the repository (ValueError)."""
+    weights = Path(export_dir) / "model.safetensors"
+    size = weights.stat().st_size / 1e6
+    if size > max_mb:
+        raise ValueError(f"{weights} is {size:.1f} MB, over the {max_mb} MB limit for the repo")
+
+
 def ship(
     export_dir: str | Path,
     dest: str | Path,
@@ -49,9 +57,7 @@ def ship(
     """Copy the export into `dest`; `evaluation`: a markdown section appended to the card; `threshold`: the
     block-decoding threshold written into config.json (None: the family's stays the default)."""
     src, dest = Path(export_dir), Path(dest)
-    size = (src / "model.safetensors").stat().st_size / 1e6
-    if size > max_mb:
-        raise ValueError(f"{src}/model.safetensors is {size:.1f} MB, over the {max_mb} MB limit for the repo")
+    check_size(src, max_mb)
     tmp = dest.with_name(dest.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
@@ -162,6 +168,10 @@ if __name__ == "__main__":
         help="ship even when the reports show the new model worse, task by task, than the one it replaces",
     )
     a = p.parse_args()
+    try:  # before the minutes of scoring below, not after them
+        check_size(a.export_dir, a.max_mb)
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"ship: {exc}") from None
     section, choice = None, None
     if a.eval:
         report = json.loads(Path(a.eval).read_text())

@@ -151,6 +151,10 @@ def test_ship_scores_the_replaced_model_and_the_new_one_side_by_side(tiny_corpus
     # Nothing shipped yet: nothing to compare with, and nothing is written.
     refused = subprocess.run([*ship, str(briefly), "--dest", str(dest), *compare], cwd=REPO, capture_output=True)
     assert refused.returncode == 1 and "there is none" in refused.stderr.decode() and not dest.exists()
+    # Weights too large for the repo are refused before any scoring (here, of a corpus that is not there).
+    missing = ["--validation-corpus", str(tmp_path / "no-corpus"), "--max-mb", "0.001"]
+    too_big = subprocess.run([*ship, str(briefly), "--dest", str(dest), *missing], cwd=REPO, capture_output=True)
+    assert too_big.returncode == 1 and "MB limit" in too_big.stderr.decode() and not dest.exists()
     subprocess.run([*ship, str(briefly), "--dest", str(dest)], cwd=REPO, check=True, capture_output=True)
     subprocess.run([*ship, str(longer), "--dest", str(dest), *compare], cwd=REPO, check=True, capture_output=True)
 

@@ -50,14 +50,13 @@ def ship(
     export_dir: str | Path,
     dest: str | Path,
     corpus_dir: str | Path | None = None,
-    max_mb: float = MAX_MODEL_MB,
     evaluation: str | None = None,
     threshold: float | None = None,
 ) -> Path:
     """Copy the export into `dest`; `evaluation`: a markdown section appended to the card; `threshold`: the
-    block-decoding threshold written into config.json (None: the family's stays the default)."""
+    block-decoding threshold written into config.json (None: the family's stays the default). The caller checks
+    the weights' size first (check_size)."""
     src, dest = Path(export_dir), Path(dest)
-    check_size(src, max_mb)
     tmp = dest.with_name(dest.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
@@ -204,6 +203,6 @@ if __name__ == "__main__":
         section = (section + "\n" if section else "") + side_by_side_section(rows)
     threshold = None if choice is None else choice.threshold
     try:
-        print(ship(a.export_dir, a.dest, a.corpus, max_mb=a.max_mb, evaluation=section, threshold=threshold))
+        print(ship(a.export_dir, a.dest, a.corpus, evaluation=section, threshold=threshold))
     except ValueError as exc:
         raise SystemExit(f"ship: {exc}") from None

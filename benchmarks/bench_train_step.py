@@ -25,7 +25,8 @@ from decoder.compute_dtype import cpu_has_native_bf16
 from decoder.defaults import default_model_dir
 from decoder.masks import joint_training_mask, training_mask
 from decoder.training import objective
-from decoder.training.trainer import TrainConfig, Trainer
+from decoder.training.config import TrainConfig
+from decoder.training.trainer import Trainer
 
 # Each comparison: two named variants, as TrainConfig fields over the common base (fp32).
 COMPARISONS: dict[str, dict[str, dict[str, object]]] = {

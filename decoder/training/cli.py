@@ -6,10 +6,11 @@ import argparse
 import json
 
 from decoder.compute_dtype import COMPUTE_DTYPES
+from decoder.training.config import TrainConfig, default_threads
 from decoder.training.distill import DistillSetConfig, build_distill_set
 from decoder.training.prepare import add_corpus_arguments, run_corpus
 from decoder.training.sizes import SIZES
-from decoder.training.trainer import TrainConfig, Trainer, default_threads
+from decoder.training.trainer import Trainer
 from decoder.training.validation import evaluate_folder
 
 __all__ = [

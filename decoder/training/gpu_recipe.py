@@ -33,11 +33,12 @@ import torch
 
 from decoder.model import CausalLM
 from decoder.tokenizer import TextTokenizer
+from decoder.training.config import TrainConfig
 from decoder.training.distill import DistillSetConfig, build_distill_set
 from decoder.training.objective import ar_loss, block_diffusion_loss
 from decoder.training.prepare import build_corpus
 from decoder.training.sizes import SIZES, model_config
-from decoder.training.trainer import MASK_ID, TrainConfig, Trainer
+from decoder.training.trainer import MASK_ID, Trainer
 
 REPO = Path(__file__).resolve().parents[2]
 Log = Callable[[str], None]

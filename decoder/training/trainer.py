@@ -1,8 +1,8 @@
-"""Train loop: AdamW, warmup + cosine, grad clip, bf16 autocast, periodic validation, checkpoints, export.
+"""Train loop: AdamW, the learning-rate schedule of lr_schedule.py, grad clip, bf16 autocast, periodic
+validation, checkpoints, export.
 
-Schedule. Progress p in [0, 1] is the larger of step/max_steps and elapsed/time_budget, so a run bounded
-by wall-clock time still anneals its learning rate to the end: cosine over the whole run, or (wsd) the peak
-rate until the last decay_fraction, with the state at the start of the decay kept for a later, longer run.
+A wsd run keeps its state at the start of the decay (RUN/checkpoint-stable), so a later, longer run continues the
+stable phase instead of re-warming annealed weights.
 
 Stage by progress: p < ar_fraction trains AR only (causal next-token on x_0: one L-token forward), the rest
 trains the joint block-diffusion objective (a 2L-token forward: masked CE + next-token CE). This is how
@@ -14,13 +14,9 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import platform
-import signal
-import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,98 +30,22 @@ from decoder.masks import joint_training_mask
 from decoder.model import CausalLM
 from decoder.training import corpus as C
 from decoder.training.card import lineage, model_card, totals
+from decoder.training.config import TrainConfig
 from decoder.training.curve import CURVE_FILE, curve_points, plot_training_curve
 from decoder.training.distill import DistillRows
 from decoder.training.examples import Batcher, MixConfig, byte_table, eval_windows, newline_table
 from decoder.training.grow import added_parameter_names, grow_depth
+from decoder.training.lr_schedule import SCHEDULES, decay_start, lr_at
 from decoder.training.objective import ar_loss, block_diffusion_loss, diffusion_targets, noise
 from decoder.training.sizes import model_config
 from decoder.training.state import load_checkpoint, save_checkpoint
+from decoder.training.step_meter import StepMeter
+from decoder.training.stop_request import StopRequest
+from decoder.training.threads import ThreadTuner
 from decoder.training.tokenizer_train import SPECIAL_IDS, tokenizer_config
 
 MASK_ID = SPECIAL_IDS["<|mask|>"]
-
-
-@dataclass
-class TrainConfig:
-    corpus: str
-    run_dir: str
-    # A second corpus (same tokenizer) whose train windows make up mix_rate of the document rows; explain rows and
-    # validation stay the main corpus's.
-    mix_corpus: str | None = None
-    mix_rate: float = 0.0
-    size: str = "5m"
-    seq_len: int = 256
-    batch_size: int = 16
-    lr: float = 2e-3
-    min_lr_ratio: float = 0.1
-    # "cosine": warmup, then cosine to min_lr_ratio over the run. "wsd" (warmup-stable-decay): the peak rate until
-    # the last decay_fraction of the run, then cosine down; RUN/checkpoint-stable keeps the state where the decay
-    # began, so a later run continues the stable phase (resume_stable) instead of re-warming annealed weights.
-    schedule: str = "cosine"
-    decay_fraction: float = 0.2
-    warmup_steps: int = 100
-    weight_decay: float = 0.1
-    grad_clip: float = 1.0
-    max_steps: int | None = None
-    time_budget_minutes: float | None = None
-    ar_fraction: float = 0.55  # share of the run in the AR-only stage (0: joint from the start)
-    block_sizes: tuple[int, ...] = (4, 8, 16, 32)
-    fim_rate: float = 0.5
-    explain_rate: float = 0.05
-    eval_every_minutes: float = 10.0
-    eval_windows: int = 64
-    eval_batch: int = 16
-    checkpoint_every_minutes: float = 10.0
-    export_every_minutes: float = 20.0
-    export_dir: str | None = None
-    dtype: str = "auto"  # autocast dtype: bf16, fp32, or auto (bf16 where it is native: decoder/compute_dtype.py)
-    compile: bool = False
-    threads: int | None = None
-    adaptive_threads: bool = False  # CPU: keep trying 1..threads and use whichever runs faster right now
-    device: str = "cpu"
-    seed: int = 0
-    init_from: str | None = None
-    # Grow the init_from model to this many layers before training (decoder/training/grow.py); the added
-    # layers learn at grown_lr_scale times the rate of the others.
-    grow_layers: int | None = None
-    grown_lr_scale: float = 10.0
-    distill_set: str | None = None  # folder from `parafill distill-set`: self-distillation rows for the joint stage
-    distill_rate: float = 0.5  # share of joint-stage batches taken from the distill set
-    # Certainty forcing on distill batches: weight of the entropy of right masked predictions (0: off)
-    certainty_weight: float = 0.0
-    resume: bool = False
-    resume_stable: bool = False  # with resume: continue from RUN/checkpoint-stable (a wsd run before its decay)
-    progress: bool = True
-    hardware: str = field(default_factory=lambda: cpu_name())
-
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-SCHEDULES = ("cosine", "wsd")
 STABLE_CHECKPOINT = "checkpoint-stable"
-
-
-def decay_start(cfg: TrainConfig) -> float:
-    """Progress at which the learning rate starts to fall: 0 for cosine, 1 - decay_fraction for wsd."""
-    return 1.0 - cfg.decay_fraction if cfg.schedule == "wsd" else 0.0
-
-
-def lr_at(cfg: TrainConfig, step: int, progress: float) -> float:
-    if step < cfg.warmup_steps:
-        return cfg.lr * (step + 1) / cfg.warmup_steps
-    start = decay_start(cfg)
-    into_decay = max(0.0, min(1.0, progress) - start) / (1.0 - start)
-    cos = 0.5 * (1 + math.cos(math.pi * into_decay))
-    return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * cos)
 
 
 def init_weights(model: CausalLM) -> None:
@@ -158,53 +78,6 @@ def make_optimizer(model: CausalLM, cfg: TrainConfig, added: frozenset[str] = fr
         ]
     fused = cfg.device.startswith("cuda")
     return torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, 0.95), eps=1e-8, fused=fused)
-
-
-class ThreadTuner:
-    """Chooses the CPU thread count by measurement, again and again.
-
-    On a shared machine (other jobs, `nice 19`) two OpenMP threads can run slower than one: a step waits at
-    every parallel region for the thread the scheduler parked. So: run `window` steps at the current
-    count, every `period` steps try the other counts for `window` steps each, keep the fastest."""
-
-    def __init__(self, max_threads: int, window: int = 8, period: int = 120) -> None:
-        self.options = list(range(1, max_threads + 1))
-        self.window, self.period = window, period
-        self.current = max_threads
-        self.trial: list[int] = []
-        self.rates: dict[int, float] = {}
-        self.steps = self.acc_tokens = 0
-        self.acc_time = 0.0
-        torch.set_num_threads(self.current)
-
-    def record(self, tokens: int, seconds: float, log: Callable[[str], None]) -> None:
-        self.steps += 1
-        if self.steps <= 2:  # first steps include one-off setup
-            return
-        self.acc_tokens += tokens
-        self.acc_time += seconds
-        if self.steps % self.window:
-            return
-        rate = self.acc_tokens / max(self.acc_time, 1e-9)
-        self.acc_tokens, self.acc_time = 0, 0.0
-        self.rates[torch.get_num_threads()] = rate
-        if self.trial:
-            torch.set_num_threads(self.trial.pop(0))
-            return
-        if (self.steps // self.window) % max(1, self.period // self.window) == 0 and len(self.options) > 1:
-            self.trial = [n for n in self.options if n != self.current]
-            torch.set_num_threads(self.trial.pop(0))
-            return
-        if torch.get_num_threads() != self.current or len(self.rates) == len(self.options):
-            best = max(self.rates, key=self.rates.get)  # type: ignore[arg-type]
-            if best != self.current:
-                log(
-                    f"threads {self.current} -> {best}: "
-                    + ", ".join(f"{n}: {r:.0f} tok/s" for n, r in sorted(self.rates.items()))
-                )
-            self.current = best
-            self.rates.clear()
-            torch.set_num_threads(self.current)
 
 
 class Trainer:
@@ -619,73 +492,3 @@ class Schedule:
 
     def __init__(self, now: float) -> None:
         self.eval = self.checkpoint = self.export = now
-
-
-class StepMeter:
-    """The train loop's running figures: tokens/s over about the last minute of step time, and exponential
-    moving averages of the losses (a single batch's loss is too noisy to read)."""
-
-    WINDOW_S = 60.0
-    LOSSES = ("loss", "ar", "masked", "certainty")
-
-    def __init__(self) -> None:
-        self.ema: dict[str, float] = {}
-        self.tokens_per_s = 0.0
-        self._tokens, self._seconds = 0, 0.0
-
-    def record(self, out: dict[str, Any], tokens: int, seconds: float) -> None:
-        self._tokens += tokens
-        self._seconds += seconds
-        for k in self.LOSSES:
-            v = out[k]
-            if not math.isnan(v):
-                self.ema[k] = v if k not in self.ema else 0.95 * self.ema[k] + 0.05 * v
-        self.tokens_per_s = self._tokens / max(self._seconds, 1e-9)
-        if self._seconds > self.WINDOW_S:
-            self._tokens, self._seconds = 0, 0.0
-
-    def postfix(self, lr: float) -> dict[str, str]:
-        """For the progress bar."""
-        return {
-            "loss": f"{self.ema.get('loss', 0):.3f}",
-            "ar": f"{self.ema.get('ar', 0):.3f}",
-            "masked": f"{self.ema.get('masked', float('nan')):.3f}",
-            "tok_s": f"{self.tokens_per_s:.0f}",
-            "lr": f"{lr:.1e}",
-        }
-
-    def summary(self, out: dict[str, Any]) -> str:
-        """For the log, every 50 steps."""
-        ema = self.ema
-        return (
-            f"loss {ema.get('loss', 0):.4f} ar {ema.get('ar', 0):.4f} masked {ema.get('masked', float('nan')):.4f} "
-            + (f"certainty {ema['certainty']:.4f} " if "certainty" in ema else "")
-            + f"lr {out['lr']:.2e} gnorm {out['grad_norm']:.2f} tok/s {self.tokens_per_s:.0f}"
-        )
-
-
-class StopRequest:
-    """SIGTERM / SIGINT while training: remember it, so the loop stops after the current step and saves a
-    checkpoint (a session that ends kills its background run; without this it lost up to the checkpoint
-    interval). Only the main thread can take signals; elsewhere this does nothing."""
-
-    def __init__(self) -> None:
-        self.signal: str | None = None
-        self._previous: dict[int, Any] = {}
-
-    def __enter__(self) -> StopRequest:
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                self._previous[sig] = signal.signal(sig, self._note)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
-
-    def _note(self, signum: int, frame: object) -> None:
-        self.signal = signal.Signals(signum).name
-
-
-def default_threads() -> int:
-    return max(1, min(os.cpu_count() or 1, 2))

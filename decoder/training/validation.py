@@ -12,7 +12,8 @@ import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from decoder.training.trainer import TrainConfig, Trainer
+from decoder.training.config import TrainConfig
+from decoder.training.trainer import Trainer
 
 DEFAULT_WINDOWS = 256
 

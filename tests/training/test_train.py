@@ -11,7 +11,9 @@ import torch
 
 from decoder.checkpoint import load_model, save_model
 from decoder.tokenizer import TextTokenizer
-from decoder.training.trainer import TrainConfig, Trainer, lr_at
+from decoder.training.config import TrainConfig
+from decoder.training.lr_schedule import lr_at
+from decoder.training.trainer import Trainer
 
 
 def tiny_cfg(corpus: Path, run: Path, **kw) -> TrainConfig:

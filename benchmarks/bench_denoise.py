@@ -39,6 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from decoder.machine import machine_info  # noqa: E402
 from parafill_kernels import dispatch, reference  # noqa: E402
 
 # Memory bandwidth in GB/s by device-name substring; first match wins, so specific names come first.
@@ -259,6 +260,7 @@ def main(argv: list[str] | None = None) -> int:
 
     meta = {
         "device": name,
+        "machine": machine_info(),
         "peak_gbps": peak,
         "torch": torch.__version__,
         "triton": _triton_version(),

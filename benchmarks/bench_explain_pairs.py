@@ -14,6 +14,7 @@ import statistics
 import time
 from pathlib import Path
 
+from decoder.machine import machine_info
 from decoder.training import corpus as C
 
 
@@ -45,7 +46,13 @@ def main() -> None:
     print(f"median {median[1]:.1f} s in 1 process, {median[args.workers]:.1f} s in {args.workers}: {speedup:.2f}x")
     print(f"same examples in the same order: {same}")
     if args.json:
-        figures = {"files": len(texts), "seconds": seconds, "speedup": speedup, "same_examples": same}
+        figures = {
+            "files": len(texts),
+            "machine": machine_info(),
+            "seconds": seconds,
+            "speedup": speedup,
+            "same_examples": same,
+        }
         Path(args.json).write_text(json.dumps(figures, indent=1) + "\n")
 
 

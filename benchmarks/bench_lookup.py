@@ -28,6 +28,7 @@ from decoder.engine import EngineOptions
 from decoder.engines import ModelRoutes
 from decoder.evaluation.tasks import HeldoutFile, build_tasks, stdlib_heldout_files
 from decoder.infill import completion_stop_rule, infill
+from decoder.machine import machine_info
 from lsp_server.explain import run_explain
 from lsp_server.settings import Settings
 
@@ -129,6 +130,7 @@ def main() -> None:
         "model": args.model,
         "dtype": args.dtype,
         "torch_threads": torch.get_num_threads(),
+        "machine": machine_info(),
         "explain": measure(explain, variants, "explain"),
         "ar_completion": measure(completions, variants, "AR completions"),
     }

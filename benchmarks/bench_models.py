@@ -23,6 +23,7 @@ import torch
 from tqdm import tqdm
 
 from decoder.evaluation.tasks import InfillTask, build_tasks, stdlib_heldout_files
+from decoder.machine import machine_info
 from lsp_server.documents import Document
 from lsp_server.inline import InlineAnswer, InlineRequest
 from lsp_server.service import CompletionService
@@ -101,7 +102,14 @@ def main() -> None:
     print(f"identical completions: {same}/{len(tasks)}")
     if args.json:
         threads = torch.get_num_threads()  # as the engines set it on load (the served count)
-        report = {"tasks": len(tasks), "threads": threads, "medians": medians, "ratio": ratio, "same": same}
+        report = {
+            "tasks": len(tasks),
+            "machine": machine_info(),
+            "threads": threads,
+            "medians": medians,
+            "ratio": ratio,
+            "same": same,
+        }
         Path(args.json).write_text(json.dumps(report, indent=1) + "\n")
 
 

@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import shutil
 import statistics
 import sys
@@ -39,6 +37,7 @@ from decoder.config import ModelConfig
 from decoder.defaults import REPO_ROOT, default_model_dir
 from decoder.engine import Engine, EngineOptions
 from decoder.generation import GenerationParams
+from decoder.machine import load_average, machine_info
 from decoder.model import CausalLM
 from decoder.router import generate
 
@@ -192,13 +191,7 @@ def main() -> None:
         "new_tokens": args.new_tokens,
         "block_size": args.block_size,
         "repeats": args.repeats,
-        "machine": {
-            "cpus": os.cpu_count(),
-            "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
-            "python": platform.python_version(),
-            "torch": torch.__version__,
-            "onnxruntime": onnxruntime.__version__,
-        },
+        "machine": {**machine_info(), "onnxruntime": onnxruntime.__version__},
         "threads": {},
     }
     try:
@@ -208,7 +201,7 @@ def main() -> None:
     finally:
         if source == "random":
             shutil.rmtree(folder, ignore_errors=True)
-    report["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    report["machine"]["load_average_end"] = load_average()
 
     print(
         f"model {args.model} ({source}, {parameters / 1e6:.1f}M parameters), context {args.context}, "

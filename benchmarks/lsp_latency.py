@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import platform
 import statistics
 import sys
 import time
@@ -35,6 +34,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from decoder.bench.stats import percentile  # noqa: E402
+from decoder.machine import machine_info  # noqa: E402
 from lsp_server.protocol import plain  # noqa: E402
 
 URI = "file:///benchmark/sample.py"
@@ -279,7 +279,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "file": str(args.file),
         "positions": spots,
         "repeats": args.repeats,
-        "machine": {"platform": platform.platform(), "python": platform.python_version()},
+        "machine": machine_info(),
         "summary": rows,
         "records": bench.records,
         "explains_completed_during_inline": explained,

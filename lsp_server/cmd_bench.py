@@ -175,6 +175,7 @@ def _say(text: str) -> None:
 
 def run_bench(args: argparse.Namespace, sections: list[str], opts) -> dict[str, Any]:
     from decoder.bench import report as rep
+    from decoder.machine import load_average, machine_info
     from lsp_server.model_loading import open_engine
 
     folder = Path(args.model) if args.model else default_model_dir()
@@ -183,7 +184,7 @@ def run_bench(args: argparse.Namespace, sections: list[str], opts) -> dict[str, 
         "bench": "parafill bench",
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "command": "parafill " + " ".join(sys.argv[1:]),
-        "machine": rep.machine_info(),
+        "machine": machine_info(),
         "model": rep.model_info(engine, folder),
         "sections": sections,
     }
@@ -209,7 +210,7 @@ def run_bench(args: argparse.Namespace, sections: list[str], opts) -> dict[str, 
         if "summary" in out["lsp"]:
             print_lsp(out["lsp"]["summary"])
     out["seconds"] = round(time.perf_counter() - started, 1)
-    out["machine"]["load_average_end"] = rep.machine_info()["load_average"]
+    out["machine"]["load_average_end"] = load_average()
     return out
 
 

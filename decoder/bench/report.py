@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import platform
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -55,21 +53,6 @@ def _bar(desc: str, enabled: bool) -> Callable[[Iterable], Iterable]:
         return tqdm(items, desc=desc, unit="cell", leave=False, disable=not enabled)
 
     return wrap
-
-
-def machine_info() -> dict[str, Any]:
-    try:
-        load = [round(x, 2) for x in os.getloadavg()]
-    except OSError:
-        load = None
-    return {
-        "platform": platform.platform(),
-        "processor": platform.processor() or platform.machine(),
-        "cpu_count": os.cpu_count(),
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "load_average": load,
-    }
 
 
 def model_info(engine: Engine, folder: Path | None) -> dict[str, Any]:

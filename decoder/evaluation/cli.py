@@ -26,6 +26,7 @@ from decoder.evaluation.tasks import (
     wheel_heldout_files,
 )
 from decoder.families import CAUSAL
+from decoder.machine import load_average, machine_info
 
 MAX_NEW_TOKENS = {"line": 48, "block": 128, "explain": 128}  # per task kind: room for its longest targets
 
@@ -104,6 +105,7 @@ def run_eval(
     report = {
         "model": model_name,
         "python": platform.python_version(),
+        "machine": machine_info(),  # where `seconds` and the latency figures were measured
         "dtype": str(getattr(engine, "dtype", "")).removeprefix("torch."),
         "heldout": f"wheel files of {args.heldout_corpus}'s validation split" if args.heldout_corpus else "stdlib",
         "heldout_files": [f.name for f in files],
@@ -159,6 +161,7 @@ def run_eval(
     for job, rows in zip(row_jobs, job_rows, strict=True):
         report["kinds"].setdefault(job.kind, []).extend(rows)
     report["seconds"] = round(time.perf_counter() - started, 1)
+    report["machine"]["load_average_end"] = load_average()
     if args.json:
         Path(args.json).write_text(report_json(report) + "\n", encoding="utf-8")
     if args.plot and report["kinds"]:

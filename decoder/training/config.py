@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import os
-import platform
 from dataclasses import dataclass, field
-from pathlib import Path
+
+from decoder.machine import cpu_name
 
 
 @dataclass
@@ -59,17 +59,7 @@ class TrainConfig:
     resume: bool = False
     resume_stable: bool = False  # with resume: continue from RUN/checkpoint-stable (a wsd run before its decay)
     progress: bool = True
-    hardware: str = field(default_factory=lambda: cpu_name())
-
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+    hardware: str = field(default_factory=cpu_name)
 
 
 def default_threads() -> int:

@@ -19,7 +19,6 @@ import hashlib
 import io
 import json
 import math
-import platform
 import sys
 import tarfile
 import time
@@ -31,6 +30,7 @@ from typing import Any
 
 import torch
 
+from decoder.machine import cpu_name
 from decoder.model import CausalLM
 from decoder.tokenizer import TextTokenizer
 from decoder.training.config import TrainConfig
@@ -286,7 +286,7 @@ def environment(cuda: bool) -> dict[str, Any]:
     return {
         "python": sys.version.split()[0],
         "torch": torch.__version__,
-        "device": torch.cuda.get_device_name(0) if cuda else f"CPU {platform.machine()}",
+        "device": torch.cuda.get_device_name(0) if cuda else f"CPU {cpu_name()}",
         "cuda": torch.version.cuda,
     }
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +17,7 @@ from decoder.bench.spans import EngineSpanRunner, measure_spans, ratios, summari
 from decoder.bench.stats import loglog_fit, percentile
 from decoder.engine import EngineOptions
 from decoder.engines import family_params, open_family_engine
+from decoder.machine import cpu_name
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -90,6 +92,7 @@ def test_cli_quick_run_writes_report_and_plots(tiny_model_dir, tmp_path):
     kinds = report["threshold"]["kinds"]
     assert [r["mode"] for r in kinds["line"]] == ["ar", "block", "block"]
     assert report["cache"]["model"]["rows"] and report["model"]["weights_sha256"]
+    assert report["machine"]["cpu"] == cpu_name() and report["machine"]["cpus"] == os.cpu_count()
     assert "latency vs span" in proc.stdout and "exponent" in proc.stdout
     for name in ("span_latency.png", "threshold.png", "prefix_cache.png"):
         assert (tmp_path / "png" / name).stat().st_size > 1000

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from decoder.machine import cpu_name
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -44,7 +46,7 @@ def test_bench_models_pairs_two_folders(tiny_model_dir, tmp_path):
     out = tmp_path / "models.json"
     printed = _run("bench_models.py", str(tiny_model_dir), str(copy), "--tasks", "3", "--json", str(out))
     report = json.loads(out.read_text())
-    assert report["tasks"] == 3 and report["same"] == 3
+    assert report["tasks"] == 3 and report["same"] == 3 and report["machine"]["cpu"] == cpu_name()
     assert report["ratio"]["forward_passes"] == report["ratio"]["tokens"] == 1.0
     first = report["medians"][str(tiny_model_dir)]
     assert first["cold_ms"] > 0 and first["keystroke_ms"] > 0 and first["ms_per_forward"] > 0
@@ -58,3 +60,14 @@ def test_bench_explain_pairs_times_both_ways_on_the_same_files(tmp_path):
     assert figures["files"] == 300 and figures["same_examples"] is True
     assert set(figures["seconds"]) == {"1", "2"} and all(s[0] > 0 for s in figures["seconds"].values())
     assert "same examples in the same order: True" in printed
+
+
+def test_bench_forward_times_block_steps_against_an_ar_step(tmp_path):
+    out = tmp_path / "forward.json"
+    _run("bench_forward.py", "--context", "32", "--blocks", "4", "--repeats", "1", "--json", str(out))
+    report = json.loads(out.read_text())
+    assert report["machine"]["cpu"] == cpu_name()
+    assert set(report["models"]) == {"5M", "20M"}
+    for model in report["models"].values():
+        assert list(model["variants"]) == ["ar", "block4"] and model["variants"]["ar"]["ratio_to_ar"] == 1.0
+        assert all(v["median_ms"] > 0 for v in model["variants"].values())

@@ -35,6 +35,7 @@ from decoder.evaluation.tasks import (
     wheel_heldout_files,
 )
 from decoder.families import CAUSAL
+from decoder.machine import cpu_name
 
 SOURCE = """import os
 
@@ -238,6 +239,7 @@ def test_eval_report_has_every_metric(tiny_model_dir, tmp_path):
     assert all("\n" not in s["prediction"] and "\n" not in s["target"] for s in explain["samples"])
     assert (tmp_path / "r.png").stat().st_size > 1000 and (tmp_path / "c.png").stat().st_size > 1000
     assert report["bits_per_byte"] > 0
+    assert report["machine"]["cpu"] == cpu_name() and len(report["machine"]["load_average_end"]) == 3
     assert report["fallback_window"] == CAUSAL.fallback_window  # unset: decodes as the server does
     for kind, rows in report["kinds"].items():
         ar, strict, loose = rows

@@ -41,7 +41,7 @@ def model_card(model: CausalLM, training: dict[str, Any]) -> str:
         + (" (AR only so far: block-diffusion decoding is untrained)" if training.get("stage") == "ar" else ""),
         *_distill_lines(training),
         *_growth_lines(tc),
-        f"- sequence {tc.get('seq_len')}, batch {tc.get('batch_size')}, lr {tc.get('lr')} (warmup + cosine), "
+        f"- sequence {tc.get('seq_len')}, batch {tc.get('batch_size')}, lr {tc.get('lr')} ({_schedule_words(tc)}), "
         f"AR-only share {tc.get('ar_fraction')}, block sizes {tc.get('block_sizes')}, "
         f"FIM rate {tc.get('fim_rate')} (SPM/PSM), explain rate {tc.get('explain_rate')}",
         "",
@@ -156,3 +156,14 @@ def _distill_lines(training: dict[str, Any]) -> list[str]:
             f"{CERTAINTY_TEMPERATURE}) of the masked predictions that were right (after dParallel)"
         )
     return lines
+
+
+def _schedule_words(tc: dict[str, Any]) -> str:
+    """The learning-rate schedule in words, read from the run's config (older configs name none: cosine)."""
+    warmup = tc.get("warmup_steps")
+    warmup_words = f"{warmup} warmup steps" if warmup is not None else "warmup"
+    if tc.get("schedule") == "wsd":
+        fraction = tc.get("decay_fraction")
+        decay = f"the last {fraction:.0%} of the run" if fraction is not None else "the end of the run"
+        return f"{warmup_words}, stable, cosine decay over {decay}"
+    return f"{warmup_words}, then cosine"

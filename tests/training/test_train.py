@@ -101,6 +101,7 @@ def test_export_is_a_complete_model_folder(tiny_corpus: Path, tmp_path: Path) ->
     assert tok.special.mask == 5 and tok.special.has_fim and tok.special.explain_text == 7
     card = (out / "README.md").read_text()
     assert "tokens seen" in card and "Corpus" in card
+    assert "warmup steps, then cosine" in card  # the default schedule, named as the run used it
     assert json.loads((out / "training.json").read_text())["tokens_seen"] == trainer.tokens
     assert load_model(out).config.tie_word_embeddings
 
@@ -156,8 +157,11 @@ def test_wsd_holds_the_peak_rate_then_decays_to_the_floor() -> None:
 
 def test_wsd_keeps_the_state_where_its_decay_begins_and_continues_from_it(tiny_corpus: Path, tmp_path: Path) -> None:
     run = tmp_path / "run"
-    first = Trainer(tiny_cfg(tiny_corpus, run, max_steps=8, ar_fraction=0, schedule="wsd", decay_fraction=0.5))
+    export = tmp_path / "export"
+    wsd = tiny_cfg(tiny_corpus, run, max_steps=8, ar_fraction=0, schedule="wsd", decay_fraction=0.5)
+    first = Trainer(replace(wsd, export_dir=str(export)))
     first.fit()
+    assert "stable, cosine decay over the last 50% of the run" in (export / "README.md").read_text()
     stable = json.loads((run / "checkpoint-stable" / "state.json").read_text())
     assert stable["step"] == 4 and first.step == 8  # kept at 4 of 8 steps, before the decay
     assert "decay begins at step 4" in (run / "train.log").read_text()

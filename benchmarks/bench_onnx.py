@@ -13,7 +13,8 @@ Whole completion (32 new tokens by default; no stop token so both always produce
   block warm     the same with the prompt already in the prefix cache (as when typing at the cursor)
 
 The model is --model (default: models/default); when that folder has no config.json, a random ~6M-
-parameter Qwen2 (hidden 256, 6 layers, 4 heads, 2 KV heads, vocab 8192) is written to a temp folder.
+parameter Qwen2 (hidden 256, 6 layers, 4 heads, 2 KV heads, vocab 8192) is written to a temp folder, beside
+the shipped tokenizer.
 
     .venv/bin/python benchmarks/bench_onnx.py [--model DIR] [--threads 1,2] [--repeats 20] [--json OUT]
 """
@@ -56,14 +57,12 @@ RANDOM_SHAPE = dict(
 
 
 def random_model_folder() -> Path:
-    sys.path.insert(0, str(REPO_ROOT))
-    from tests.tiny_models import train_tiny_tokenizer
-
+    """Random weights of RANDOM_SHAPE beside the shipped tokenizer (the same 8192-token vocabulary)."""
     folder = Path(tempfile.mkdtemp(prefix="parafill-bench-onnx-"))
     torch.manual_seed(0)
     model = CausalLM(ModelConfig(**RANDOM_SHAPE)).eval()
     save_model(model, folder, dtype=torch.float32)
-    train_tiny_tokenizer().save(str(folder / "tokenizer.json"))
+    shutil.copy(default_model_dir() / "tokenizer.json", folder / "tokenizer.json")
     return folder
 
 

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from decoder.machine import cpu_name
 
 REPO = Path(__file__).resolve().parents[2]
@@ -71,3 +73,17 @@ def test_bench_forward_times_block_steps_against_an_ar_step(tmp_path):
     for model in report["models"].values():
         assert list(model["variants"]) == ["ar", "block4"] and model["variants"]["ar"]["ratio_to_ar"] == 1.0
         assert all(v["median_ms"] > 0 for v in model["variants"].values())
+
+
+def test_bench_onnx_without_a_model_times_random_weights_with_the_shipped_tokenizer(tmp_path):
+    pytest.importorskip("onnxruntime")
+    out = tmp_path / "onnx.json"
+    args = ["--threads", "1", "--repeats", "1", "--context", "16", "--blocks", "8", "--new-tokens", "4"]
+    _run("bench_onnx.py", "--model", str(tmp_path / "no-model"), *args, "--json", str(out))
+    report = json.loads(out.read_text())
+    assert report["model_source"] == "random" and report["config"]["vocab_size"] == 8192
+    assert report["machine"]["cpu"] == cpu_name() and "onnxruntime" in report["machine"]
+    rows = report["threads"]["1"]["rows"]
+    assert {"prefill 16", "ar step", "block 8"} <= set(rows)
+    completions = [row for name, row in rows.items() if name.startswith("complete")]
+    assert len(completions) == 4 and all(row["same_tokens"] for row in completions)  # both backends, same text

@@ -25,9 +25,11 @@ from decoder.training.corpus import (
     default_roots,
     explain_pairs,
     heldout_files,
+    installed_files,
     module_of,
     near_copy_pairs,
     split_of,
+    wheel_projects,
 )
 
 PREFIX_CHARS = 2400
@@ -86,10 +88,20 @@ def wheel_heldout_files(
     by a hash of the path), so that a few big projects do not make up the set. Wheels of installed projects are
     not read by `parafill corpus`, and exact copies lose to the site-packages file, but a wheel may vendor a
     module found in site-packages: near-copies of `exclude_roots`' files (default: this interpreter's stdlib and
-    site-packages, which the default corpus trains on) are left out. Named `<wheel file>!<path>`."""
+    site-packages, which the default corpus trains on) are left out. Files of a project installed after the
+    corpus was built (one whose wheel it read) are not compared: a corpus built beside it had none of them, and
+    comparing would make the set depend on what is installed now (an `onnx` extra took two files out of 158).
+    Named `<wheel file>!<path>`."""
     held = [f for f in heldout_files(corpus_dir) if f.source.startswith("wheel:") and len(f.text) <= limit_bytes]
     roots = default_roots() if exclude_roots is None else exclude_roots
-    near = {i for _, i in near_copy_pairs([f.text for f in held], [f.text for f in collect(roots)])}
+    installed_later = installed_files(roots, wheel_projects(corpus_dir))
+    trained = [
+        f.text
+        for source, root in roots
+        for f in collect([(source, root)])
+        if (root / f.path).resolve() not in installed_later
+    ]
+    near = {i for _, i in near_copy_pairs([f.text for f in held], trained)}
     by_wheel: dict[str, list] = {}
     for i, f in enumerate(held):
         if i not in near:

@@ -165,6 +165,36 @@ def installed_projects(roots: Iterable[tuple[str, Path]]) -> frozenset[str]:
     return frozenset(canonicalize_name(name) for name in names if name)
 
 
+def installed_files(roots: Iterable[tuple[str, Path]], projects: frozenset[str]) -> set[Path]:
+    """Resolved paths of the files that the distributions named in `projects` (canonical names) installed in
+    the site-packages roots (their `*.dist-info/RECORD`)."""
+    folders = [str(root) for source, root in roots if source == "site-packages"]
+    out: set[Path] = set()
+    for dist in distributions(path=folders) if folders else ():
+        if canonicalize_name(dist.metadata["Name"] or "") in projects:
+            out.update(Path(str(dist.locate_file(f))).resolve() for f in dist.files or ())
+    return out
+
+
+def wheel_projects(corpus_dir: str | Path) -> frozenset[str]:
+    """Canonical names of the projects whose wheels a corpus read (its manifest; without one, its held-out
+    files). `select_wheels` reads no wheel of an installed project, so none of these was installed when the
+    corpus was built."""
+    manifest = Path(corpus_dir) / "manifest.json"
+    if manifest.is_file():
+        sources = {e["source"] for e in json.loads(manifest.read_text())["files"]}
+    else:
+        sources = {f.source for f in heldout_files(corpus_dir)}
+    names = set()
+    for source in sources:
+        if source.startswith("wheel:"):
+            try:
+                names.add(parse_wheel_filename(source.removeprefix("wheel:"))[0])
+            except (InvalidWheelFilename, InvalidVersion):
+                continue
+    return frozenset(names)
+
+
 def iter_wheel(wheel: Path) -> Iterator[SourceFile]:
     try:
         with zipfile.ZipFile(wheel) as zf:

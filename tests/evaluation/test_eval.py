@@ -197,6 +197,25 @@ def test_wheel_heldout_files_take_one_file_a_wheel_and_no_copy_of_what_was_train
     assert len(wheel_heldout_files(tmp_path / "corpus", 20_000, [], per_wheel=2)) == 3  # a's two and b's
 
 
+def test_wheel_heldout_files_do_not_depend_on_projects_installed_after_the_corpus(tmp_path):
+    text = _module(9)
+    _write_val_split(tmp_path / "corpus", [("wheel:b-2.0-py3-none-any.whl", "b-2.0-py3-none-any.whl!b/core.py", text)])
+    site = tmp_path / "site"
+    (site / "b").mkdir(parents=True)
+    (site / "b" / "core.py").write_text(text)  # project b, installed since the corpus read its wheel
+    dist_info = site / "b-2.0.dist-info"
+    dist_info.mkdir()
+    (dist_info / "METADATA").write_text("Metadata-Version: 2.1\nName: B\nVersion: 2.0\n")
+    (dist_info / "RECORD").write_text("b/core.py,,\nb-2.0.dist-info/METADATA,,\nb-2.0.dist-info/RECORD,,\n")
+    roots = [("site-packages", site)]
+    assert [f.name for f in wheel_heldout_files(tmp_path / "corpus", 20_000, roots)] == [
+        "b-2.0-py3-none-any.whl!b/core.py"
+    ]
+    # The same file outside b's RECORD could have been trained on: it is compared, and the copy left out.
+    (dist_info / "RECORD").write_text("b-2.0.dist-info/METADATA,,\n")
+    assert wheel_heldout_files(tmp_path / "corpus", 20_000, roots) == []
+
+
 def test_eval_on_a_corpus_of_wheels_names_its_heldout_set(tiny_model_dir, tmp_path):
     _write_val_split(tmp_path / "corpus", [("wheel:a-1.0-py3-none-any.whl", "a.whl!a/walk.py", SOURCE)])
     parser = argparse.ArgumentParser()

@@ -538,7 +538,9 @@ describe('parafill in VS Code (code-server + headless Chromium)', () => {
     const message = (await toast.textContent()) ?? '';
     assert.match(message, /scripts\/setup\.sh/);
     assert.match(message, /parafill\.server\.path/);
-    assert.equal(await wb.statusIcon(), 'codicon-error');
+    // Awaited, not read once: one CI run (2026-12-06, training beside it) still read the loading icon just
+    // after the toast appeared (cause not established).
+    await waitFor(async () => (await wb.statusIcon()) === 'codicon-error', 30_000, 'the error icon');
     assert.equal(server.readSettings()?.['parafill.server.path'], '/nonexistent/bin/parafill');
 
     await wb.setSettings([['parafill.server.path', serverExecutable()]], settingsFile);

@@ -23,7 +23,7 @@ import zipfile
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
-from importlib.metadata import distributions
+from importlib.metadata import Distribution, distributions
 from pathlib import Path
 
 import numpy as np
@@ -158,33 +158,35 @@ def select_wheels(folders: Iterable[Path], installed: frozenset[str] = frozenset
     return WheelSelection(used, found, found - skipped_installed - len(used), skipped_installed)
 
 
+def _site_distributions(roots: Iterable[tuple[str, Path]]) -> Iterator[tuple[str, Distribution]]:
+    """(canonical name, distribution) for each distribution installed in the site-packages roots."""
+    folders = [str(root) for source, root in roots if source == "site-packages"]
+    for dist in distributions(path=folders) if folders else ():
+        if name := dist.metadata["Name"]:
+            yield canonicalize_name(name), dist
+
+
 def installed_projects(roots: Iterable[tuple[str, Path]]) -> frozenset[str]:
     """Canonical names of the distributions installed in the site-packages roots (their `*.dist-info`)."""
-    folders = [str(root) for source, root in roots if source == "site-packages"]
-    names = (dist.metadata["Name"] for dist in distributions(path=folders)) if folders else ()
-    return frozenset(canonicalize_name(name) for name in names if name)
+    return frozenset(name for name, _ in _site_distributions(roots))
 
 
 def installed_files(roots: Iterable[tuple[str, Path]], projects: frozenset[str]) -> set[Path]:
     """Resolved paths of the files that the distributions named in `projects` (canonical names) installed in
     the site-packages roots (their `*.dist-info/RECORD`)."""
-    folders = [str(root) for source, root in roots if source == "site-packages"]
-    out: set[Path] = set()
-    for dist in distributions(path=folders) if folders else ():
-        if canonicalize_name(dist.metadata["Name"] or "") in projects:
-            out.update(Path(str(dist.locate_file(f))).resolve() for f in dist.files or ())
-    return out
+    return {
+        Path(str(dist.locate_file(f))).resolve()
+        for name, dist in _site_distributions(roots)
+        if name in projects
+        for f in dist.files or ()
+    }
 
 
 def wheel_projects(corpus_dir: str | Path) -> frozenset[str]:
-    """Canonical names of the projects whose wheels a corpus read (its manifest; without one, its held-out
-    files). `select_wheels` reads no wheel of an installed project, so none of these was installed when the
-    corpus was built."""
-    manifest = Path(corpus_dir) / "manifest.json"
-    if manifest.is_file():
-        sources = {e["source"] for e in json.loads(manifest.read_text())["files"]}
-    else:
-        sources = {f.source for f in heldout_files(corpus_dir)}
+    """Canonical names of the projects whose wheels a corpus read (its manifest). `select_wheels` reads no wheel
+    of an installed project, so none of these was installed when the corpus was built."""
+    manifest = json.loads((Path(corpus_dir) / "manifest.json").read_text())
+    sources = {e["source"] for e in manifest["files"]}
     names = set()
     for source in sources:
         if source.startswith("wheel:"):

@@ -170,10 +170,12 @@ def _module(seed: int, lines: int = 40) -> str:
 
 
 def _write_val_split(folder, entries: list[tuple[str, str, str]]) -> None:
-    """val_files.jsonl as `parafill corpus` writes it: (source, path, text) per held-out file."""
+    """val_files.jsonl and manifest.json as `parafill corpus` writes them: (source, path, text) per held-out file."""
     folder.mkdir(parents=True, exist_ok=True)
     rows = [{"source": s, "path": p, "module": p, "text": t, "split": "val"} for s, p, t in entries]
     (folder / "val_files.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    manifest = [{k: r[k] for k in ("source", "path", "split")} for r in rows]
+    (folder / "manifest.json").write_text(json.dumps({"files": manifest}))
 
 
 def test_wheel_heldout_files_take_one_file_a_wheel_and_no_copy_of_what_was_trained(tmp_path):

@@ -259,10 +259,9 @@ def main(argv: list[str] | None = None) -> int:
         return time_cpu(fn, args.warmup, args.iters)
 
     meta = {
-        "device": name,
+        "device": name,  # where the timings ran; machine_info() says what the machine has, torch version included
         "machine": machine_info(),
         "peak_gbps": peak,
-        "torch": torch.__version__,
         "triton": _triton_version(),
         "timing": "median of CUDA-event times, L2 flushed" if cuda else "CPU perf_counter median",
         "warmup": args.warmup,

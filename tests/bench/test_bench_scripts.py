@@ -75,6 +75,25 @@ def test_bench_forward_times_block_steps_against_an_ar_step(tmp_path):
         assert all(v["median_ms"] > 0 for v in model["variants"].values())
 
 
+@pytest.mark.parametrize("sample", [False, True])
+def test_bench_denoise_times_the_reference_step_without_a_gpu(tmp_path, sample):
+    """scripts/gpu_train.sh runs this script on the lent GPU: its CPU path must run and write its figures."""
+    out = tmp_path / "denoise.json"
+    printed = _run("bench_denoise.py", "--json", str(out), *(["--sample"] if sample else []))
+    report = json.loads(out.read_text())
+    assert report["meta"]["device"] == "cpu" and report["meta"]["machine"]["cpu"] == cpu_name()
+    rows = report["results"]
+    assert [(r["variant"], r["N"], r["V"], r["D"]) for r in rows] == [
+        ("logits", 8, 32000, None),
+        ("lm_head", 8, 32000, 896),
+    ]
+    assert [r["bytes"] for r in rows] == [8 * 32000 * 2, (32000 + 8) * 896 * 2]  # bf16 reads
+    for row in rows:
+        assert "error" not in row and row["sample"] is sample
+        assert row["ref_us"] > 0 and row["ref_gbps"] > 0 and row["fused_us"] is None and row["speedup"] is None
+    assert "CUDA is not available" in printed and "wrote" in printed
+
+
 def test_bench_onnx_without_a_model_times_random_weights_with_the_shipped_tokenizer(tmp_path):
     pytest.importorskip("onnxruntime")
     out = tmp_path / "onnx.json"

@@ -284,3 +284,24 @@ def test_report_thresholds_prints_the_rule_that_chose_the_shipped_models_thresho
         assert main(argv) == 2
         out, err = capsys.readouterr()
         assert out == "" and err.startswith("parafill: error: ") and message in err and err.count("\n") == 1
+
+
+ROOT = Path(__file__).parents[2]
+RESULTS = ROOT / "benchmarks" / "results"
+
+
+@pytest.mark.parametrize("compare_path", sorted(RESULTS.glob("compare_*.json")), ids=lambda p: p.stem)
+def test_committed_comparisons_name_the_committed_reports_they_were_made_from(compare_path, tmp_path, capsys):
+    # A comparison is evidence for a shipping decision: a reader must be able to open both reports and
+    # get the same rows again. Paths under runs/ or /tmp, or a report later overwritten, break that.
+    stored = json.loads(compare_path.read_text())
+    named = [stored[side] for side in ("old", "new")]
+    kept = [name for name in named if not (name.startswith("eval of ") and "not kept" in name)]
+    for name in kept:  # the others are reports lost before reports were kept, said in words
+        assert name.startswith("benchmarks/results/") and (ROOT / name).is_file(), name
+    if len(kept) < 2:
+        return
+    again = tmp_path / "again.json"
+    assert main(["report", "compare", *(str(ROOT / name) for name in kept), "--json", str(again)]) == 0
+    capsys.readouterr()
+    assert json.loads(again.read_text())["rows"] == stored["rows"]

@@ -305,3 +305,20 @@ def test_committed_comparisons_name_the_committed_reports_they_were_made_from(co
     assert main(["report", "compare", *(str(ROOT / name) for name in kept), "--json", str(again)]) == 0
     capsys.readouterr()
     assert json.loads(again.read_text())["rows"] == stored["rows"]
+
+
+DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "models" / "default" / "README.md"]
+# A report's file name, bare (`eval_cpu-5m-n_sqrt.json`) or under benchmarks/results/; names under another
+# folder (runs/cpu/eval_shipped.json, the output of a command shown) are not committed reports.
+REPORT_NAME = re.compile(
+    r"(?<![\w/.-])((?:eval|compare)_[\w.-]+\.(?:json|png))|benchmarks/results/([\w.-]+\.(?:json|png))"
+)
+
+
+@pytest.mark.parametrize("document", DOCUMENTS, ids=lambda p: p.name)
+def test_reports_the_documents_cite_are_committed(document):
+    # The history cites reports as its evidence; a renamed or overwritten report leaves the claim unreadable.
+    cited = {bare or under for bare, under in REPORT_NAME.findall(document.read_text())}
+    assert cited or document != ROOT / "README.md"  # the README cites the shipped model's report
+    missing = sorted(name for name in cited if not (RESULTS / name).is_file())
+    assert missing == [], f"{document.relative_to(ROOT)} cites reports that benchmarks/results/ lacks: {missing}"

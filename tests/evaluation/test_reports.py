@@ -315,9 +315,9 @@ REPORT_NAME = re.compile(
 )
 
 
-@pytest.mark.parametrize("document", DOCUMENTS, ids=lambda p: p.name)
+@pytest.mark.parametrize("document", DOCUMENTS, ids=lambda p: str(p.relative_to(ROOT)))
 def test_reports_the_documents_cite_are_committed(document):
-    # The history cites reports as its evidence; a renamed or overwritten report leaves the claim unreadable.
+    # The history cites reports as its evidence; a report renamed or deleted since leaves the claim unreadable.
     cited = {bare or under for bare, under in REPORT_NAME.findall(document.read_text())}
     assert cited or document != ROOT / "README.md"  # the README cites the shipped model's report
     missing = sorted(name for name in cited if not (RESULTS / name).is_file())

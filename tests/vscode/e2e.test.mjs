@@ -311,8 +311,21 @@ describe('parafill in VS Code (code-server + headless Chromium)', () => {
     await wb.runCommand('parafill: Explain Selection');
     const toast = page.locator('.notification-toast', { hasText: 'explaining' });
     await waitFor(async () => (await wb.outputVersionCount()) > 1, 30_000, 'the explanation to start streaming');
-    await toast.getByRole('button', { name: 'Cancel' }).click({ force: true, timeout: 10_000 });
-    await waitFor(() => wb.outputSays('(cancelled)'), 10_000, 'the output to say (cancelled)');
+    // One CI run on a loaded machine saw no "(cancelled)" within 10 s of the click, and its rerun passed; the
+    // cause was not established (a click lost to the page, as with the status bar item, is the likely one).
+    // Click again while the toast is still there; a Cancel button that does nothing still fails at the third.
+    for (let attempt = 1; ; attempt++) {
+      await toast.getByRole('button', { name: 'Cancel' }).click({ force: true, timeout: 10_000 });
+      try {
+        await waitFor(() => wb.outputSays('(cancelled)'), 10_000, 'the output to say (cancelled)');
+        break;
+      } catch (err) {
+        if (attempt === 3 || (await toast.count()) === 0) {
+          throw err;
+        }
+        console.log(`the Cancel click was not followed by (cancelled) (attempt ${attempt}): clicking again`);
+      }
+    }
     await toast.waitFor({ state: 'detached', timeout: 10_000 });
     // The server stopped its work too (the decoder saw the cancel), not only the client its display.
     await waitFor(() => server.extensionLogLines(ended).length > endedBefore, 10_000, "the server's explain line");

@@ -312,8 +312,8 @@ describe('parafill in VS Code (code-server + headless Chromium)', () => {
     const toast = page.locator('.notification-toast', { hasText: 'explaining' });
     await waitFor(async () => (await wb.outputVersionCount()) > 1, 30_000, 'the explanation to start streaming');
     // One CI run on a loaded machine saw no "(cancelled)" within 10 s of the click, and its rerun passed; the
-    // cause was not established (a click lost to the page, as with the status bar item, is the likely one).
-    // Click again while the toast is still there; a Cancel button that does nothing still fails at the third.
+    // cause was not established. Click again while the toast is still there (a click the page lost leaves it
+    // up); a Cancel button that does nothing still fails at the third.
     for (let attempt = 1; ; attempt++) {
       await toast.getByRole('button', { name: 'Cancel' }).click({ force: true, timeout: 10_000 });
       try {

@@ -20,6 +20,8 @@ import {
   median,
   pythonExecutable,
   randomModelFolder,
+  resolves,
+  retryUntil,
   ROOT,
   removeRandomModels,
   serverExecutable,
@@ -190,11 +192,11 @@ describe('parafill in VS Code (code-server + headless Chromium)', () => {
     await wb.openFile(FILE, 'class Stack');
     await wb.press(`${CTRL}+End`);
     // Warm-up: the first completion on a file prefills it all (not counted).
-    let cold;
-    for (let attempt = 0; attempt < 3 && !cold; attempt++) {
-      cold = await wb.typeAndTime(attempt === 0 ? 'def multiply' : 'x', 20_000);
-    }
-    assert.ok(cold, `no ghost text\nstatus: ${await wb.statusText()}\n${server.extensionLog()}`);
+    const cold = await retryUntil('the first ghost text', 3, (n) => wb.typeAndTime(n === 1 ? 'def multiply' : 'x', 20_000), {
+      describe: async () => `status ${JSON.stringify(await wb.statusText())}`,
+    }).catch((err) => {
+      throw new Error(`${err.message}\n${server.extensionLog()}`);
+    });
     notes.push(`first completion (cold prefix cache): ${cold.ms.toFixed(0)} ms`);
     await wb.press('Escape', 'End', 'Enter');
 
@@ -314,18 +316,22 @@ describe('parafill in VS Code (code-server + headless Chromium)', () => {
     // One CI run on a loaded machine saw no "(cancelled)" within 10 s of the click, and its rerun passed; the
     // cause was not established. Click again while the toast is still there (a click the page lost leaves it
     // up); a Cancel button that does nothing still fails at the third.
-    for (let attempt = 1; ; attempt++) {
-      await toast.getByRole('button', { name: 'Cancel' }).click({ force: true, timeout: 10_000 });
-      try {
-        await waitFor(() => wb.outputSays('(cancelled)'), 10_000, 'the output to say (cancelled)');
-        break;
-      } catch (err) {
-        if (attempt === 3 || (await toast.count()) === 0) {
-          throw err;
-        }
-        console.log(`the Cancel click was not followed by (cancelled) (attempt ${attempt}): clicking again`);
-      }
-    }
+    const cancel = toast.getByRole('button', { name: 'Cancel' });
+    await retryUntil(
+      'a Cancel click followed by (cancelled) in the output',
+      3,
+      async () => {
+        await cancel.click({ force: true, timeout: 10_000 });
+        return resolves(waitFor(() => wb.outputSays('(cancelled)'), 10_000, 'the output to say (cancelled)'));
+      },
+      {
+        beforeRetry: async () => {
+          if ((await toast.count()) === 0) {
+            throw new Error('no (cancelled) in the output 10 s after a Cancel click, and the notification is gone');
+          }
+        },
+      },
+    );
     await toast.waitFor({ state: 'detached', timeout: 10_000 });
     // The server stopped its work too (the decoder saw the cancel), not only the client its display.
     await waitFor(() => server.extensionLogLines(ended).length > endedBefore, 10_000, "the server's explain line");
@@ -476,20 +482,16 @@ describe('parafill in VS Code (code-server + headless Chromium)', () => {
       `status ${JSON.stringify(await wb.statusText())} (${await wb.statusIcon()}), parafill.enable = ` +
       `${server.readSettings()?.['parafill.enable']}, notifications ${JSON.stringify(await wb.page.locator('.notification-list-item').allInnerTexts())}`;
     const clickable = enabled ? 'codicon-circle-slash' : 'codicon-sparkle';
-    for (let attempt = 1; ; attempt++) {
+    const clickReaches = async () => {
       await statusSteadyAt(clickable);
       await wb.statusItem().click();
-      if (await waitFor(reached, 3_000, 'the toggle command', 100).catch(() => false)) {
-        if (attempt > 1) {
-          console.log(`the status bar click turned completions ${word} at attempt ${attempt}`);
-        }
-        break;
-      }
-      if (attempt === 3) {
-        throw new Error(`3 clicks on the status bar item did not reach the toggle command: ${await state()}\n${server.extensionLog()}`);
-      }
-      console.log(`the status bar click did not reach the toggle command (attempt ${attempt}): ${await state()}`);
-    }
+      return resolves(waitFor(reached, 3_000, 'the toggle command', 100));
+    };
+    await retryUntil(`a status bar click reaching the toggle command (turning ${word})`, 3, clickReaches, {
+      describe: state,
+    }).catch((err) => {
+      throw new Error(`${err.message}\n${server.extensionLog()}`);
+    });
     await waitFor(async () => (await wb.statusIcon()) === icon, 10_000, `the status bar to show ${word}`).catch(async (err) => {
       throw new Error(`${err.message}: ${await state()}\n${server.extensionLog()}`);
     });

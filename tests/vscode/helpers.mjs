@@ -107,3 +107,36 @@ export async function waitFor(fn, timeoutMs, what, intervalMs = 50) {
     await sleep(intervalMs);
   }
 }
+
+/**
+ * Call `attempt(n)` for n = 1, 2, ... until it returns a truthy value (returned), at most `tries` times. A falsy
+ * value is a try that did not land; an error thrown by `attempt` ends the retries at once (it is not one to retry).
+ * Each retry and a success after one are logged under `what`, so a flaky step shows in the test output. Options:
+ * `describe()` adds the state seen after a failed try to the log line and to the final error; `beforeRetry(n)`
+ * runs before try n + 1 (it may throw to stop early, e.g. when what was to be clicked is gone).
+ */
+export async function retryUntil(what, tries, attempt, { describe, beforeRetry } = {}) {
+  for (let n = 1; ; n++) {
+    const value = await attempt(n);
+    if (value) {
+      if (n > 1) {
+        console.log(`${what}: done at try ${n}`);
+      }
+      return value;
+    }
+    const state = describe ? `: ${await describe()}` : '';
+    if (n === tries) {
+      throw new Error(`${what}: not done in ${tries} tries${state}`);
+    }
+    console.log(`${what}: try ${n} did not land${state}; trying again`);
+    await beforeRetry?.(n);
+  }
+}
+
+/** `promise` as true when it resolves and false when it rejects: a timed-out wait as a try that did not land. */
+export function resolves(promise) {
+  return promise.then(
+    () => true,
+    () => false,
+  );
+}

@@ -1,6 +1,6 @@
 // Driving the VS Code workbench in a Playwright page: keyboard, editor, ghost text, status bar, output panel.
 import * as path from 'node:path';
-import { ARTIFACTS, requireClientDep, waitFor } from './helpers.mjs';
+import { ARTIFACTS, requireClientDep, resolves, retryUntil, waitFor } from './helpers.mjs';
 
 const { chromium } = requireClientDep('playwright-core');
 
@@ -109,21 +109,14 @@ export class Workbench {
   /** Quick Open (Ctrl+P) a file of the workspace and wait until `expectText` is shown. */
   async openFile(name, expectText) {
     const row = `.quick-input-list .monaco-list-row[aria-label*="${name}"]`;
-    for (let attempt = 1; ; attempt++) {
+    const search = async () => {
       await this.press(`${CTRL}+P`);
       await this.page.waitForSelector('.quick-input-widget input', { state: 'visible' });
       await this.keyboard.type(name);
-      try {
-        await this.page.waitForSelector(row, { timeout: 20_000 });
-        break;
-      } catch (err) {
-        // A file written moments ago can be missing from the picker's first search: ask once more.
-        if (attempt === 2) {
-          throw err;
-        }
-        await this.press('Escape');
-      }
-    }
+      return resolves(this.page.waitForSelector(row, { timeout: 20_000 }));
+    };
+    // A file written moments ago can be missing from the picker's first search: close it and ask once more.
+    await retryUntil(`Quick Open listing ${name}`, 2, search, { beforeRetry: () => this.press('Escape') });
     await this.press('Enter');
     await this.page.waitForSelector(`.monaco-editor .view-line >> text=${expectText}`, { timeout: 30_000 });
     await this.focusEditor();
@@ -239,45 +232,38 @@ export class Workbench {
     await this.press('Escape', `${CTRL}+Comma`);
     await this.page.waitForSelector('.settings-editor', { timeout: 20_000 });
     for (const [id, value] of entries) {
-      const landed = () => String(readSettings?.()?.[id]) === String(value);
-      for (let attempt = 1; ; attempt++) {
+      const inSettings = () => String(readSettings?.()?.[id]) === String(value);
+      const fill = async () => {
         await this.searchSettings(id);
         const input = this.page.locator(`.settings-editor .settings-tree-container [data-key="${id}"] input`).first();
         await input.fill(String(value), { timeout: 20_000 }).catch(async (err) => {
           throw new Error(`${err.message}\n${await this.settingsEditorState()}`);
         }); // fill replaces the whole value, focus or not
         await this.press('Tab');
-        if (!readSettings || (await waitFor(landed, 5_000, `${id} in settings.json`, 100).catch(() => false))) {
-          break;
-        }
-        if (attempt === 3) {
-          throw new Error(`${id} = ${JSON.stringify(value)} never reached settings.json: ${JSON.stringify(readSettings())}`);
-        }
-      }
+        return !readSettings || resolves(waitFor(inSettings, 5_000, `${id} in settings.json`, 100));
+      };
+      await retryUntil(`${id} = ${JSON.stringify(value)} reaching settings.json`, 3, fill, {
+        describe: () => `settings.json holds ${JSON.stringify(readSettings())}`,
+      });
     }
   }
 
   /** Type `query` into the Settings editor's search box, checking that the box shows it. */
   async searchSettings(query) {
     const box = this.page.locator('.settings-editor .settings-header .suggest-input-container');
-    for (let attempt = 1; ; attempt++) {
-      // After a value is left with Tab, focus sits on the setting's gear with its hover up, and a click on the
-      // box can go to closing that hover instead: the next id is then typed into nothing. Measured locally: the
-      // second setting of one call needed a second try in 7 of 7 runs (all passed); before this check, 2 of 6 failed.
+    const shows = async () => (await box.innerText()).trim() === query;
+    const type = async () => {
       await box.click();
       await this.press(`${CTRL}+A`);
       await this.keyboard.type(query);
-      const shows = async () => (await box.innerText()).trim() === query;
-      if (await waitFor(shows, 3_000, 'the search box to show the query', 100).catch(() => false)) {
-        if (attempt > 1) {
-          console.log(`the Settings search box took ${JSON.stringify(query)} at attempt ${attempt}`);
-        }
-        return;
-      }
-      if (attempt === 3) {
-        throw new Error(`the Settings search box did not take ${JSON.stringify(query)}\n${await this.settingsEditorState()}`);
-      }
-    }
+      return resolves(waitFor(shows, 3_000, 'the search box to show the query', 100));
+    };
+    // After a value is left with Tab, focus sits on the setting's gear with its hover up, and a click on the
+    // box can go to closing that hover instead: the next id is then typed into nothing. Measured locally: the
+    // second setting of one call needed a second try in 7 of 7 runs (all passed); before this check, 2 of 6 failed.
+    await retryUntil(`the Settings search box taking ${JSON.stringify(query)}`, 3, type).catch(async (err) => {
+      throw new Error(`${err.message}\n${await this.settingsEditorState()}`);
+    });
   }
 
   /** For an error message: the search box, the focused element, and a screenshot. */

@@ -12,7 +12,6 @@ import {
   removeRandomModels,
   requireClientDep,
   serverExecutable,
-  sleep,
   testModelFolder,
   waitFor,
 } from './helpers.mjs';
@@ -37,6 +36,9 @@ class Stack:
 const URI = pathToFileURL(path.join(ROOT, 'example_stack.py')).href;
 const CURSOR = { line: 13, character: '        return self.'.length };
 const FUNCTION_RANGE = { start: { line: 0, character: 0 }, end: { line: 2, character: 16 } };
+
+/** An inline completion item's text: a plain string, or a snippet's value. */
+const insertTextOf = (item) => (typeof item.insertText === 'string' ? item.insertText : item.insertText.value);
 
 describe('parafill serve over stdio (vscode-languageserver-protocol)', () => {
   let proc;
@@ -97,24 +99,22 @@ describe('parafill serve over stdio (vscode-languageserver-protocol)', () => {
       textDocument: { uri: URI, languageId: 'python', version: 1, text: SOURCE },
     });
     // The model loads in the background: an empty answer while loading is allowed, so ask until it answers.
-    const deadline = Date.now() + 120_000;
-    let items = [];
-    while (Date.now() < deadline) {
-      const result = await conn.sendRequest(P.InlineCompletionRequest.type, {
-        textDocument: { uri: URI },
-        position: CURSOR,
-        context: { triggerKind: P.InlineCompletionTriggerKind.Invoked },
-      });
-      items = Array.isArray(result) ? result : (result?.items ?? []);
-      if (items.some((i) => (typeof i.insertText === 'string' ? i.insertText : i.insertText.value).trim())) {
-        break;
-      }
-      await sleep(250);
-    }
-    assert.ok(items.length > 0, `no inline completion within 120 s; server stderr:\n${stderr.slice(-3000)}`);
+    const items = await waitFor(
+      async () => {
+        const result = await conn.sendRequest(P.InlineCompletionRequest.type, {
+          textDocument: { uri: URI },
+          position: CURSOR,
+          context: { triggerKind: P.InlineCompletionTriggerKind.Invoked },
+        });
+        const answered = Array.isArray(result) ? result : (result?.items ?? []);
+        return answered.some((i) => insertTextOf(i).trim()) ? answered : null;
+      },
+      120_000,
+      'an inline completion with text',
+      250,
+    ).catch((error) => assert.fail(`${error.message}; server stderr:\n${stderr.slice(-3000)}`));
     const item = items[0];
-    const text = typeof item.insertText === 'string' ? item.insertText : item.insertText.value;
-    assert.ok(text.length > 0);
+    assert.ok(insertTextOf(item).length > 0);
     assert.ok(item.range, 'the item must carry its range');
     assert.equal(item.range.start.line, CURSOR.line, 'range must start on the cursor line');
     assert.equal(item.range.end.line, CURSOR.line, 'range must end on the cursor line');
@@ -238,10 +238,9 @@ describe('parafill serve over stdio (vscode-languageserver-protocol)', () => {
   test('shutdown and exit: the process ends with status 0', async () => {
     await conn.sendRequest(P.ShutdownRequest.type);
     await conn.sendNotification(P.ExitNotification.type);
-    const deadline = Date.now() + 10_000;
-    while (exitCode === undefined && Date.now() < deadline) {
-      await sleep(50);
-    }
+    await waitFor(() => exitCode !== undefined, 10_000, 'the server to exit').catch((error) =>
+      assert.fail(`${error.message}; stderr:\n${stderr.slice(-2000)}`),
+    );
     assert.equal(exitCode, 0, `server exit status ${exitCode}; stderr:\n${stderr.slice(-2000)}`);
     assert.ok(!/Traceback/.test(stderr), `traceback on stderr:\n${stderr.slice(-3000)}`);
   });

@@ -48,6 +48,16 @@ describe('parafill serve over stdio (vscode-languageserver-protocol)', () => {
   let initResult;
   const logMessages = [];
 
+  /** The items of an inline completion request at `position` in the test document (a list or a list object). */
+  const inlineItems = async (position, triggerKind) => {
+    const result = await conn.sendRequest(P.InlineCompletionRequest.type, {
+      textDocument: { uri: URI },
+      position,
+      context: { triggerKind },
+    });
+    return Array.isArray(result) ? result : (result?.items ?? []);
+  };
+
   before(async () => {
     proc = spawn(serverExecutable(), ['serve'], { cwd: ROOT, stdio: ['pipe', 'pipe', 'pipe'] });
     proc.stderr.on('data', (d) => {
@@ -101,12 +111,7 @@ describe('parafill serve over stdio (vscode-languageserver-protocol)', () => {
     // The model loads in the background: an empty answer while loading is allowed, so ask until it answers.
     const items = await waitFor(
       async () => {
-        const result = await conn.sendRequest(P.InlineCompletionRequest.type, {
-          textDocument: { uri: URI },
-          position: CURSOR,
-          context: { triggerKind: P.InlineCompletionTriggerKind.Invoked },
-        });
-        const answered = Array.isArray(result) ? result : (result?.items ?? []);
+        const answered = await inlineItems(CURSOR, P.InlineCompletionTriggerKind.Invoked);
         return answered.some((i) => insertTextOf(i).trim()) ? answered : null;
       },
       120_000,
@@ -127,14 +132,7 @@ describe('parafill serve over stdio (vscode-languageserver-protocol)', () => {
       contentChanges: [{ range: { start: CURSOR, end: CURSOR }, text: 'i' }],
     });
     const at = { line: CURSOR.line, character: CURSOR.character + 1 };
-    const ask = async () => {
-      const r = await conn.sendRequest(P.InlineCompletionRequest.type, {
-        textDocument: { uri: URI },
-        position: at,
-        context: { triggerKind: P.InlineCompletionTriggerKind.Automatic },
-      });
-      return Array.isArray(r) ? r : (r?.items ?? []);
-    };
+    const ask = () => inlineItems(at, P.InlineCompletionTriggerKind.Automatic);
     const lastInline = async () => (await conn.sendRequest('parafill/stats', {})).last.inline;
     await conn.sendNotification(P.DidChangeConfigurationNotification.type, { settings: { parafill: { enable: false } } });
     assert.deepEqual(await ask(), [], 'completions while disabled');

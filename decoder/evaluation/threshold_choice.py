@@ -175,13 +175,16 @@ def holding_thresholds(tests: list[ThresholdTest]) -> list[ThresholdTest]:
     return holding
 
 
-def choose_threshold(report: dict, block_size: int) -> ThresholdChoice | None:
-    """None when the report has no block-decoder rows at `block_size` measured on the same thresholds."""
+def choose_threshold(report: dict, block_size: int, at_least: float = 0.0) -> ThresholdChoice | None:
+    """None when the report has no block-decoder rows at `block_size` measured on the same thresholds.
+    at_least: choose nothing below it (the threshold another held-out set's report supports: `strictest_choice`);
+    the strictest measured threshold stays the fallback."""
     tests = threshold_tests(report, block_size)
     if not tests:
         return None
     reference = tests[0].threshold
-    best = max(holding_thresholds(tests), key=lambda t: (t.speed, t.threshold))
+    allowed = [t for t in holding_thresholds(tests) if t.threshold >= at_least] or tests[:1]
+    best = max(allowed, key=lambda t: (t.speed, t.threshold))
     by_kind = block_rows(report, block_size)
     kinds = ", ".join(sorted(by_kind))
     tested = {t.metric for test in tests for kind_tests in test.tests.values() for t in kind_tests}
@@ -199,4 +202,21 @@ def choose_threshold(report: dict, block_size: int) -> ThresholdChoice | None:
         f"tasks is under {margins} at 95% confidence, {how}, testing from the strictest down and stopping at the "
         f"first that fails (measured: {', '.join(f'{t.threshold:g}' for t in reversed(tests))})"
     )
+    if at_least > 0.0:
+        reason += f"; and no lower than t={at_least:g}, the fastest threshold the other held-out set supports"
     return ThresholdChoice(best.threshold, reference, best.tokens_per_forward, reason, block_size)
+
+
+def strictest_choice(reports: list[dict], block_size: int) -> ThresholdChoice | None:
+    """The threshold served when several held-out sets were measured (the stdlib files first, then e.g.
+    third-party code): the first report's choice, but no lower than any other report's, so that it holds on
+    every set. The thresholds between a report's choice and its strictest held there too: the search passed
+    them on its way down.
+    None when the first report has no block rows to choose from."""
+    floor = max(
+        (choice.threshold for other in reports[1:] if (choice := choose_threshold(other, block_size))), default=0.0
+    )
+    first = choose_threshold(reports[0], block_size)
+    if first is None or first.threshold >= floor:
+        return first
+    return choose_threshold(reports[0], block_size, at_least=floor)

@@ -4,9 +4,10 @@ Only inference files travel: config.json, model.safetensors (fp16), tokenizer fi
 training.json, plus heldout.json (the corpus's validation files, which the model never saw: the GPU recipe
 keeps them out of its own corpus; `parafill eval` picks its held-out standard-library files by module name).
 No optimizer state, no checkpoint. With `--eval` the card gets its evaluation section from `parafill eval
---json` reports (decoder/evaluation/card.py), and config.json the block-decoding threshold that report
-supports (`block_threshold`, decoder/evaluation/threshold_choice.py): the threshold the server decodes with
-unless a user sets one.
+--json` reports (decoder/evaluation/card.py), and config.json the block-decoding threshold the reports
+support (`block_threshold`, decoder/evaluation/threshold_choice.py: the stdlib report's choice, and with
+`--wheel-eval` no lower than the third-party report's): the threshold the server decodes with unless a user
+sets one.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pathlib import Path
 from decoder.config import ModelConfig
 from decoder.evaluation.card import eval_section
 from decoder.evaluation.reports import ReportMismatch, format_comparison, regressions
-from decoder.evaluation.threshold_choice import ThresholdChoice, choose_threshold
+from decoder.evaluation.threshold_choice import ThresholdChoice, choose_threshold, strictest_choice
 from decoder.evaluation.threshold_report import format_threshold_tests
 from decoder.families import THRESHOLD_FIELD, family_of
 from decoder.generation import decoder_label
@@ -82,11 +83,15 @@ def ship(
     return dest
 
 
-def served_threshold(export_dir: str | Path, report: dict) -> ThresholdChoice | None:
-    """The threshold `report` supports for this model's family block size (None: keep the family's)."""
+def served_block_size(export_dir: str | Path) -> int:
     config = ModelConfig.from_folder(export_dir)
-    family = family_of(config)
-    return choose_threshold(report, family.block_size_for(config.extra))
+    return family_of(config).block_size_for(config.extra)
+
+
+def served_threshold(export_dir: str | Path, reports: list[dict]) -> ThresholdChoice | None:
+    """The threshold the reports support for this model's family block size (None: keep the family's): the
+    first report's choice, no lower than the others' (a third-party report's, say)."""
+    return strictest_choice(reports, served_block_size(export_dir))
 
 
 def served_config(model_dir: str | Path) -> str | None:
@@ -175,9 +180,13 @@ if __name__ == "__main__":
     if a.eval:
         report = json.loads(Path(a.eval).read_text())
         previous = json.loads(Path(a.previous_eval).read_text()) if a.previous_eval else None
-        choice = served_threshold(a.export_dir, report)
-        if choice is not None:  # what the rule tested, as `parafill report thresholds` prints it
-            print(format_threshold_tests(report, choice.block_size), file=sys.stderr)
+        # The served threshold must hold on the third-party files too: a user's code is not the standard library.
+        wheel_report = json.loads(Path(a.wheel_eval[0]).read_text()) if a.wheel_eval else None
+        choice = served_threshold(a.export_dir, [report] + ([wheel_report] if wheel_report else []))
+        block_size = served_block_size(a.export_dir)
+        for measured in filter(None, (report, wheel_report)):  # what the rule tested, as `report thresholds` prints
+            if choose_threshold(measured, block_size) is not None:
+                print(format_threshold_tests(measured, block_size), file=sys.stderr)
         if not a.allow_worse:
             if choice is None:
                 raise SystemExit(

@@ -12,6 +12,7 @@ from decoder.evaluation.threshold_choice import (
     choose_threshold,
     holding_thresholds,
     margin,
+    strictest_choice,
     threshold_tests,
     worst_case_loss,
 )
@@ -161,6 +162,29 @@ def test_a_threshold_whose_completions_start_to_stutter_is_not_served() -> None:
     tests = threshold_tests(report([ref, fewer], [ref, fewer]), 8)[1].tests["line"]
     assert next(t for t in tests if t.metric == "stutter").mean_loss == pytest.approx(-0.005)
     assert choose_threshold(report([ref, fewer], [ref, fewer]), 8).threshold == 0.3
+
+
+def test_with_a_second_heldout_set_the_served_threshold_holds_on_both() -> None:
+    # The stdlib report lets t=0.3 through; on third-party code (measured from t=0.5 down, as the wheels eval
+    # is) t=0.3 stutters on 9 tasks in 200 more: the export-d report of 2026-12-07 did that (+2.7 points).
+    fast = [strict(), row(0.5, BASE_ES, BASE_EM, 1.2), row(0.3, BASE_ES, BASE_EM, 1.5)]
+    stdlib = report(fast, fast)
+    steady = row(0.5, BASE_ES, BASE_EM, 1.2, stutter=stuttering(1))
+    stutters = row(0.3, BASE_ES, BASE_EM, 1.5, stutter=stuttering(10))
+    wheels = report([steady, stutters], [steady, stutters])
+    assert choose_threshold(stdlib, 8).threshold == 0.3 and choose_threshold(wheels, 8).threshold == 0.5
+    choice = strictest_choice([stdlib, wheels], 8)
+    assert choice.threshold == 0.5 and choice.reference == 0.9 and choice.tokens_per_forward["line"] == 1.2
+    assert "no lower than t=0.5" in choice.reason
+    # A second set that holds the faster threshold too changes nothing; neither does one without block rows.
+    calm = row(0.3, BASE_ES, BASE_EM, 1.5, stutter=stuttering(1))
+    assert strictest_choice([stdlib, report([steady, calm], [steady, calm])], 8) == choose_threshold(stdlib, 8)
+    assert strictest_choice([stdlib, report([], [])], 8) == choose_threshold(stdlib, 8)
+    # A floor above all the first report measured: its strictest threshold, the surest it has, is served.
+    from_half = [row(0.5, BASE_ES, BASE_EM, 1.2), row(0.3, BASE_ES, BASE_EM, 1.5)]
+    only_strict = report([strict()], [strict()])
+    assert strictest_choice([report(from_half, from_half), only_strict], 8).threshold == 0.5
+    assert strictest_choice([report([], []), wheels], 8) is None
 
 
 def test_a_report_from_before_stutter_was_measured_is_judged_on_the_rest() -> None:

@@ -141,6 +141,44 @@ def test_a_second_heldout_set_is_judged_too_and_gets_its_own_card_section(tiny_c
     assert alone.returncode == 1 and "--wheel-eval goes with --eval" in alone.stderr.decode()
 
 
+def _as_good_at(report: dict, fast: float, strict: float = 0.9, missing: bool = False) -> dict:
+    """`report` with its block rows at threshold `fast` scoring what those at `strict` do, half a token more per
+    forward; with `missing`, none of their completions shares a character with the target instead."""
+    out = json.loads(json.dumps(report))
+    for rows in out["kinds"].values():
+        blocks = {r["threshold"]: r for r in rows if r["mode"] == "block" and not r.get("lookup_tokens")}
+        if fast in blocks and strict in blocks:
+            ref, row = blocks[strict], blocks[fast]
+            for key in ("edit_similarity", "exact_match", "stutter_rate", "task_scores"):
+                row[key] = json.loads(json.dumps(ref[key]))
+            row["tokens_per_forward"] = ref["tokens_per_forward"] + 0.5
+            if missing:
+                scores = row["task_scores"]["edit_similarity"]
+                row["edit_similarity"], row["task_scores"]["edit_similarity"] = 0.0, [0.0] * len(scores)
+    return out
+
+
+def test_the_served_threshold_must_hold_on_the_third_party_files_too(tiny_corpus: Path, tmp_path: Path) -> None:
+    export, _, report = _export_and_report(tiny_corpus, tmp_path)
+    stdlib, wheels = tmp_path / "stdlib.json", tmp_path / "wheels.json"
+    stdlib.write_text(json.dumps(_as_good_at(report, 0.3)))  # t=0.3 holds on the stdlib files
+    wheels.write_text(json.dumps(_as_good_at(report, 0.3, missing=True) | {"heldout": "wheel files"}))
+    dest = tmp_path / "models" / "default"
+    cmd = [sys.executable, "-m", "decoder.training.ship", str(export), "--dest", str(dest), "--eval", str(stdlib)]
+    subprocess.run(cmd, cwd=REPO, check=True, capture_output=True)
+    assert json.loads((dest / "config.json").read_text())["block_threshold"] == 0.3
+    shipped = subprocess.run(
+        [*cmd, "--previous-eval", str(stdlib), "--wheel-eval", str(wheels), str(wheels)],
+        cwd=REPO,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    assert json.loads((dest / "config.json").read_text())["block_threshold"] == 0.9
+    assert "no lower than t=0.9" in (dest / "README.md").read_text()
+    assert shipped.stderr.count("served: t=") == 2  # both reports' tests, as `parafill report thresholds` prints
+
+
 def test_ship_scores_the_replaced_model_and_the_new_one_side_by_side(tiny_corpus: Path, tmp_path: Path) -> None:
     briefly, longer = tmp_path / "briefly", tmp_path / "longer"
     Trainer(tiny_cfg(tiny_corpus, tmp_path / "a", max_steps=2, export_dir=str(briefly))).fit()

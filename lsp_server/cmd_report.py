@@ -2,7 +2,7 @@
 
 parafill report compare OLD.json NEW.json   # task by task: is NEW better, worse, or within the noise?
 parafill report merge A.json B.json --json OUT.json --plot OUT.png   # kinds evaluated in separate processes
-parafill report thresholds REPORT.json [--by-file 0.15]   # the served-threshold rule's tests, and their losses by file
+parafill report thresholds REPORT.json [--also WHEELS.json] [--by-file 0.15]   # the served-threshold rule's tests
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from decoder.evaluation.reports import (
     merge_reports,
     report_json,
 )
-from decoder.evaluation.threshold_choice import MARGINS
+from decoder.evaluation.threshold_choice import MARGINS, choose_threshold, strictest_choice
 from decoder.evaluation.threshold_report import NoBlockRows, block_sizes, format_threshold_tests, losses_by_file
 from lsp_server.cmd_paths import check_output_file, read_json_file
 from lsp_server.errors import UserError
@@ -43,6 +43,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "thresholds", help="the served-threshold rule's test of each measured threshold, as `ship` made it"
     )
     thresholds.add_argument("report")
+    thresholds.add_argument(
+        "--also",
+        action="append",
+        default=[],
+        metavar="REPORT",
+        help="another held-out set's report of the same model (third-party code): its tests too, and the threshold "
+        "served when it must hold on every report, as `ship --wheel-eval` chooses it",
+    )
     thresholds.add_argument("--block-size", type=int, help="the block rows to test (default: the report's only one)")
     thresholds.add_argument(
         "--by-file", type=float, metavar="T", help="also: where threshold T's loss comes from, held-out file by file"
@@ -134,7 +142,17 @@ def _thresholds(args: argparse.Namespace) -> int:
             raise UserError(f"{args.report} has block rows at block sizes {measured}: name one with --block-size")
         block_size = sizes[0]
     by_file = None if args.by_file is None else losses_by_file(report, block_size, args.by_file, args.metric)
+    others = [load_report(path) for path in args.also]
+    for path, other in zip(args.also, others, strict=True):  # before anything is printed
+        if choose_threshold(other, block_size) is None:
+            raise UserError(f"{path} has no block-decoder rows at B={block_size} on shared thresholds")
     print(format_threshold_tests(report, block_size))
+    for path, other in zip(args.also, others, strict=True):
+        print(f"\n{path}:\n{format_threshold_tests(other, block_size)}")
+    if others:
+        choice = strictest_choice([report, *others], block_size)
+        assert choice is not None  # the first report's tests printed above
+        print(f"\nserved with every report: t={choice.threshold:g}")
     if by_file is not None:
         print("\n" + by_file)
     return 0

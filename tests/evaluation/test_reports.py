@@ -262,15 +262,18 @@ def test_report_command(reports, tmp_path, capsys):
 
 SHIPPED = Path(__file__).parents[2] / "models" / "default"
 SHIPPED_REPORT = Path(__file__).parents[2] / "benchmarks" / "results" / "eval_default_cpu.json"
+SHIPPED_WHEEL_REPORT = SHIPPED_REPORT.with_name("eval_wheels_default_cpu.json")
 
 
 def test_report_thresholds_prints_the_rule_that_chose_the_shipped_models_threshold(tmp_path, capsys):
-    # The shipped model's card report, tested again by the rule: the threshold it serves is config.json's.
-    assert main(["report", "thresholds", str(SHIPPED_REPORT), "--by-file", "0.15"]) == 0
+    # The shipped model's card and third-party reports, tested again by the rule: the threshold it serves with
+    # both is config.json's.
+    argv = ["report", "thresholds", str(SHIPPED_REPORT), "--also", str(SHIPPED_WHEEL_REPORT), "--by-file", "0.15"]
+    assert main(argv) == 0
     printed = capsys.readouterr().out
     served = json.loads((SHIPPED / "config.json").read_text())["block_threshold"]
-    assert f"served: t={served:g} " in printed and "t=0.9: reference" in printed
-    assert "the search stopped at" in printed
+    assert f"served with every report: t={served:g}\n" in printed and "t=0.9: reference" in printed
+    assert printed.count("served: t=") == 2 and "the search stopped at" in printed
     # By file: every held-out file with line tasks is listed once, and the tasks add up to the kind's.
     by_file = printed.split("by held-out file\n", 1)[1]
     line_part = by_file.split("\nblock (", 1)[0]
@@ -280,6 +283,7 @@ def test_report_thresholds_prints_the_rule_that_chose_the_shipped_models_thresho
     for argv, message in (
         (["report", "thresholds", str(SHIPPED_REPORT), "--by-file", "0.7"], "not among the measured thresholds"),
         (["report", "thresholds", str(SHIPPED_REPORT), "--block-size", "16"], "no block-decoder rows at B=16"),
+        (["report", "thresholds", str(SHIPPED_REPORT), "--also", str(tmp_path / "none.json")], "none.json"),
     ):
         assert main(argv) == 2
         out, err = capsys.readouterr()

@@ -184,9 +184,10 @@ if __name__ == "__main__":
         wheel_report = json.loads(Path(a.wheel_eval[0]).read_text()) if a.wheel_eval else None
         choice = served_threshold(a.export_dir, [report] + ([wheel_report] if wheel_report else []))
         block_size = served_block_size(a.export_dir)
-        for measured in filter(None, (report, wheel_report)):  # what the rule tested, as `report thresholds` prints
+        tested = [(a.eval, report)] + ([(a.wheel_eval[0], wheel_report)] if wheel_report else [])
+        for path, measured in tested:  # what the rule tested, as `parafill report thresholds` prints it
             if choose_threshold(measured, block_size) is not None:
-                print(format_threshold_tests(measured, block_size), file=sys.stderr)
+                print(f"{path}:\n{format_threshold_tests(measured, block_size)}", file=sys.stderr)
         if not a.allow_worse:
             if choice is None:
                 raise SystemExit(

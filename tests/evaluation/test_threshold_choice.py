@@ -166,7 +166,7 @@ def test_a_threshold_whose_completions_start_to_stutter_is_not_served() -> None:
 
 def test_with_a_second_heldout_set_the_served_threshold_holds_on_both() -> None:
     # The stdlib report lets t=0.3 through; on third-party code (measured from t=0.5 down, as the wheels eval
-    # is) t=0.3 stutters on 9 tasks in 200 more: the export-d report of 2026-12-07 did that (+2.7 points).
+    # is) t=0.3 stutters on 9 tasks in 200 more, as runs/cpu-wsd-d-b8 did on 2026-12-07 (+2.7 points).
     fast = [strict(), row(0.5, BASE_ES, BASE_EM, 1.2), row(0.3, BASE_ES, BASE_EM, 1.5)]
     stdlib = report(fast, fast)
     steady = row(0.5, BASE_ES, BASE_EM, 1.2, stutter=stuttering(1))

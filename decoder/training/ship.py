@@ -84,14 +84,9 @@ def ship(
 
 
 def served_block_size(export_dir: str | Path) -> int:
+    """The block size this model's family decodes with: the block rows the served threshold is chosen from."""
     config = ModelConfig.from_folder(export_dir)
     return family_of(config).block_size_for(config.extra)
-
-
-def served_threshold(export_dir: str | Path, reports: list[dict]) -> ThresholdChoice | None:
-    """The threshold the reports support for this model's family block size (None: keep the family's): the
-    first report's choice, no lower than the others' (a third-party report's, say)."""
-    return strictest_choice(reports, served_block_size(export_dir))
 
 
 def served_config(model_dir: str | Path) -> str | None:
@@ -125,7 +120,8 @@ def refuse_regressions(
 
 
 def wheel_section(
-    paths: list[str],
+    report: dict,
+    previous: dict,
     choice: ThresholdChoice | None,
     previous_config: str | None,
     command: str = "parafill eval --heldout-corpus",
@@ -133,7 +129,6 @@ def wheel_section(
 ) -> str:
     """The card's section for a second held-out set (third-party code), after judging it like the first: a model
     that is better on the stdlib files but worse on other projects' code is not shipped either."""
-    report, previous = (json.loads(Path(path).read_text()) for path in paths)
     if judge:
         refuse_regressions(previous, report, choice, previous_config)
     return eval_section(report, previous, command)
@@ -180,11 +175,11 @@ if __name__ == "__main__":
     if a.eval:
         report = json.loads(Path(a.eval).read_text())
         previous = json.loads(Path(a.previous_eval).read_text()) if a.previous_eval else None
+        wheel_reports = [json.loads(Path(path).read_text()) for path in a.wheel_eval or []]  # NEW, OLD
         # The served threshold must hold on the third-party files too: a user's code is not the standard library.
-        wheel_report = json.loads(Path(a.wheel_eval[0]).read_text()) if a.wheel_eval else None
-        choice = served_threshold(a.export_dir, [report] + ([wheel_report] if wheel_report else []))
+        tested = [(a.eval, report)] + ([(a.wheel_eval[0], wheel_reports[0])] if wheel_reports else [])
         block_size = served_block_size(a.export_dir)
-        tested = [(a.eval, report)] + ([(a.wheel_eval[0], wheel_report)] if wheel_report else [])
+        choice = strictest_choice([measured for _, measured in tested], block_size)
         for path, measured in tested:  # what the rule tested, as `parafill report thresholds` prints it
             if choose_threshold(measured, block_size) is not None:
                 print(f"{path}:\n{format_threshold_tests(measured, block_size)}", file=sys.stderr)
@@ -200,9 +195,9 @@ if __name__ == "__main__":
             if previous is not None:
                 refuse_regressions(previous, report, choice, served_config(a.dest))
         section = eval_section(report, previous, a.eval_command, a.eval_note, choice)
-        if a.wheel_eval:
+        if wheel_reports:
             section += "\n" + wheel_section(
-                a.wheel_eval, choice, served_config(a.dest), a.wheel_eval_command, judge=not a.allow_worse
+                *wheel_reports, choice, served_config(a.dest), a.wheel_eval_command, judge=not a.allow_worse
             )
     elif a.wheel_eval:
         raise SystemExit("ship: --wheel-eval goes with --eval (the served threshold is chosen on the stdlib report)")

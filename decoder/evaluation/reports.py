@@ -194,9 +194,11 @@ def regressions(
     """Completion rows where the new model is worse, task by task, in edit similarity or exact match: AR against
     AR, and the served block configuration against the one served before (`previous_served_config`; the same
     configuration when None), which is what users notice. Only these rows are judged: the more rows tested, the
-    more often one looks worse by chance (each test alone: about 1 in 40 for an equal model). A pair that one
-    report lacks is named in `unjudged`; the others are still judged. Raises ReportMismatch when the reports ran
-    different tasks or lack per-task scores."""
+    more often one looks worse by chance (each test alone: about 1 in 40 for an equal model). A configuration
+    served before that the old report lacks leaves its pair unjudged (named in `unjudged`; the others are still
+    judged). Raises ReportMismatch when the reports ran different tasks or lack per-task scores, or when the new
+    report lacks the configuration it would be served with: that one can always be measured, and unmeasured it
+    would ship unjudged."""
     check_same_setup(old, new)
     pairs = [("ar", "ar")]
     if served_config is not None:
@@ -208,9 +210,10 @@ def regressions(
             raise ReportMismatch(f"{kind} tasks are in one report only (evaluate both with the same --kinds)")
         _check_same_tasks(old, new, kind)
         for before, after in pairs:
+            new_row = _row(new, kind, after, "the new report")
             try:
-                old_row, new_row = _row(old, kind, before), _row(new, kind, after)
-            except ReportMismatch as exc:  # a row missing: only this pair goes unjudged
+                old_row = _row(old, kind, before, "the old report")
+            except ReportMismatch as exc:  # the old served row missing: only this pair goes unjudged
                 unjudged.append(str(exc))
                 continue
             r = _compare_rows(kind, old_row, new_row)  # no per-task scores: raises, as for the whole report
@@ -235,10 +238,10 @@ def _compare_rows(kind: str, before: dict, after: dict) -> ConfigComparison:
     )
 
 
-def _row(report: dict, kind: str, config: str) -> dict:
+def _row(report: dict, kind: str, config: str, which: str = "a report") -> dict:
     row = next((r for r in report["kinds"][kind] if r["config"] == config), None)
     if row is None:
-        raise ReportMismatch(f"{kind}: a report has no {config!r} row (evaluate that configuration there too)")
+        raise ReportMismatch(f"{kind}: {which} has no {config!r} row (evaluate that configuration there too)")
     return row
 
 

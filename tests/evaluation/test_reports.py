@@ -182,7 +182,12 @@ def test_regressions_hold_the_served_configuration_to_the_one_served_before(repo
         ar["task_scores"]["edit_similarity"] = [s - 0.2 for s in ar["task_scores"]["edit_similarity"]]
     judgement = regressions(old, new, "block B=8 t=0.5", previous_served_config="block B=8 t=0.3")
     assert [(r.kind, r.config) for r in judgement.worse] == [("line", "ar"), ("block", "ar")]
-    assert len(judgement.unjudged) == 2 and all("no 'block B=8 t=0.3' row" in u for u in judgement.unjudged)
+    assert len(judgement.unjudged) == 2
+    assert all("the old report has no 'block B=8 t=0.3' row" in u for u in judgement.unjudged)
+    # The configuration it would be served with, missing from the new report: that one can be measured, so the
+    # reports cannot be judged until it is (a served configuration nobody measured would ship unjudged).
+    with pytest.raises(ReportMismatch, match=re.escape("line: the new report has no 'block B=8 t=0.9' row")):
+        regressions(old, new, "block B=8 t=0.9", previous_served_config="block B=8 t=0.5")
     # A judged row without per-task scores is not a missing row: the reports cannot be judged at all.
     del new["kinds"]["line"][0]["task_scores"]
     with pytest.raises(ReportMismatch, match="rerun eval"):

@@ -103,8 +103,9 @@ def refuse_regressions(
 ) -> None:
     """Exit (status 1) when the new model is worse than the shipped one on the rows users get: AR, and the
     new served block configuration against `previous_config` (the one served so far), on completion tasks.
-    Reports that cannot be paired (other tasks, no per-task scores) exit too: nothing shows the new model is
-    not worse. Judged rows missing from either report give a warning."""
+    Reports that cannot be paired (other tasks, no per-task scores, no row for the new served configuration)
+    exit too: nothing shows the new model is not worse. The configuration served before missing from the old
+    report gives a warning."""
     try:
         judgement = regressions(previous, report, None if choice is None else choice.config, previous_config)
     except ReportMismatch as exc:

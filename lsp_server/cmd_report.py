@@ -21,7 +21,7 @@ from decoder.evaluation.reports import (
     merge_reports,
     report_json,
 )
-from decoder.evaluation.threshold_choice import MARGINS, choose_threshold, strictest_choice
+from decoder.evaluation.threshold_choice import MARGINS, strictest_choice, threshold_tests
 from decoder.evaluation.threshold_report import NoBlockRows, block_sizes, format_threshold_tests, losses_by_file
 from lsp_server.cmd_paths import check_output_file, read_json_file
 from lsp_server.errors import UserError
@@ -144,7 +144,7 @@ def _thresholds(args: argparse.Namespace) -> int:
     by_file = None if args.by_file is None else losses_by_file(report, block_size, args.by_file, args.metric)
     others = [load_report(path) for path in args.also]
     for path, other in zip(args.also, others, strict=True):  # before anything is printed
-        if choose_threshold(other, block_size) is None:
+        if not threshold_tests(other, block_size):
             raise UserError(f"{path} has no block-decoder rows at B={block_size} on shared thresholds")
     print(format_threshold_tests(report, block_size))
     for path, other in zip(args.also, others, strict=True):

@@ -197,8 +197,8 @@ def regressions(
     more often one looks worse by chance (each test alone: about 1 in 40 for an equal model). A configuration
     served before that the old report lacks leaves its pair unjudged (named in `unjudged`; the others are still
     judged). Raises ReportMismatch when the reports ran different tasks or lack per-task scores, or when the new
-    report lacks the configuration it would be served with: that one can always be measured, and unmeasured it
-    would ship unjudged."""
+    report lacks a row it is judged on (AR, or the configuration it would be served with): the new model can
+    always be measured there, and unmeasured it would ship unjudged."""
     check_same_setup(old, new)
     pairs = [("ar", "ar")]
     if served_config is not None:
@@ -238,7 +238,7 @@ def _compare_rows(kind: str, before: dict, after: dict) -> ConfigComparison:
     )
 
 
-def _row(report: dict, kind: str, config: str, which: str = "a report") -> dict:
+def _row(report: dict, kind: str, config: str, which: str) -> dict:
     row = next((r for r in report["kinds"][kind] if r["config"] == config), None)
     if row is None:
         raise ReportMismatch(f"{kind}: {which} has no {config!r} row (evaluate that configuration there too)")

@@ -21,7 +21,7 @@ from pathlib import Path
 from decoder.config import ModelConfig
 from decoder.evaluation.card import eval_section
 from decoder.evaluation.reports import ReportMismatch, format_comparison, regressions
-from decoder.evaluation.threshold_choice import ThresholdChoice, choose_threshold, strictest_choice
+from decoder.evaluation.threshold_choice import ThresholdChoice, strictest_choice, threshold_tests
 from decoder.evaluation.threshold_report import format_threshold_tests
 from decoder.families import THRESHOLD_FIELD, family_of
 from decoder.generation import decoder_label
@@ -103,7 +103,7 @@ def refuse_regressions(
 ) -> None:
     """Exit (status 1) when the new model is worse than the shipped one on the rows users get: AR, and the
     new served block configuration against `previous_config` (the one served so far), on completion tasks.
-    Reports that cannot be paired (other tasks, no per-task scores, no row for the new served configuration)
+    Reports that cannot be paired (other tasks, no per-task scores, a judged row missing from the new report)
     exit too: nothing shows the new model is not worse. The configuration served before missing from the old
     report gives a warning."""
     try:
@@ -182,7 +182,7 @@ if __name__ == "__main__":
         block_size = served_block_size(a.export_dir)
         choice = strictest_choice([measured for _, measured in tested], block_size)
         for path, measured in tested:  # what the rule tested, as `parafill report thresholds` prints it
-            if choose_threshold(measured, block_size) is not None:
+            if threshold_tests(measured, block_size):
                 print(f"{path}:\n{format_threshold_tests(measured, block_size)}", file=sys.stderr)
         if not a.allow_worse:
             if choice is None:

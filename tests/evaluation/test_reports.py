@@ -188,6 +188,10 @@ def test_regressions_hold_the_served_configuration_to_the_one_served_before(repo
     # reports cannot be judged until it is (a served configuration nobody measured would ship unjudged).
     with pytest.raises(ReportMismatch, match=re.escape("line: the new report has no 'block B=8 t=0.9' row")):
         regressions(old, new, "block B=8 t=0.9", previous_served_config="block B=8 t=0.5")
+    without_ar = copy.deepcopy(new)
+    without_ar["kinds"]["block"] = without_ar["kinds"]["block"][1:]  # AR is judged too, served or not
+    with pytest.raises(ReportMismatch, match=re.escape("block: the new report has no 'ar' row")):
+        regressions(old, without_ar, "block B=8 t=0.5")
     # A judged row without per-task scores is not a missing row: the reports cannot be judged at all.
     del new["kinds"]["line"][0]["task_scores"]
     with pytest.raises(ReportMismatch, match="rerun eval"):
